@@ -1,0 +1,306 @@
+"""Vertices: the user's operator logic, and the shard actor that runs it on one worker.
+
+A :class:`Vertex` is what an operator does (Naiad's ``OnRecv`` / ``OnNotify``, Figure 4); a
+:class:`VertexShard` is the actor that owns one instance of it on one worker: its mailbox, its
+pending notifications, its capabilities' progress accounting and its output ports.
+
+Every capability handed to a callback is *borrowed*: valid until the callback returns.
+``cap.retain()`` keeps one; ``notify_at`` and ``output.send`` accept a borrowed capability or
+a time at or after the current callback's time.
+
+Stateful vertices override :meth:`Vertex.checkpoint` and :meth:`Vertex.restore`; the
+checkpoint layer calls them at epoch boundaries the frontier proves complete (Naiad §3.4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sized
+from typing import TYPE_CHECKING, Any, Protocol
+
+from naiad.actors.actor import Actor
+from naiad.actors.supervision import annotate
+from naiad.progress.antichain import MutableAntichain, le
+from naiad.progress.capability import Capability, CapabilityError
+from naiad.progress.change_batch import ChangeBatch
+
+if TYPE_CHECKING:
+    from naiad.actors.worker import Worker
+
+
+class Pusher(Protocol):
+    """One edge of the physical graph as seen by its sender."""
+
+    def push(self, time: Any, batch: Any) -> None: ...
+
+
+class Vertex:
+    """Operator logic; one instance per worker. Override the callbacks you need.
+
+    * ``on_start(cap)`` (optional): called once before anything else with the operator's
+      initial capability at the least time; overriding it is how an operator asks for one.
+    * ``on_recv(port, cap, batch)``: a message arrived on input ``port`` at ``cap.time``.
+    * ``on_notify(cap)``: no message at or before ``cap.time`` can arrive any more on any
+      input, as requested by ``notify_at``.
+    * ``on_frontier()`` (optional): an input frontier moved.
+
+    >>> class Doubler(Vertex):
+    ...     def on_recv(self, port, cap, batch):
+    ...         self.send(cap, [2 * x for x in batch])
+    """
+
+    reentrancy: int = 0
+    """How deep a message may re-enter this vertex on the sender's stack (Naiad §3.2)."""
+
+    shard: VertexShard
+
+    # --- callbacks -------------------------------------------------------------------------
+    def on_start(self, cap: Capability) -> None:
+        """Receives the initial capability; overriding this method requests one."""
+
+    def on_recv(self, port: int, cap: Capability, batch: Any) -> None:
+        raise NotImplementedError(f"{type(self).__name__} receives messages but has no on_recv")
+
+    def on_notify(self, cap: Capability) -> None:
+        raise NotImplementedError(f"{type(self).__name__} requested a notification but has no on_notify")
+
+    def on_frontier(self) -> None:
+        """Called after an input frontier moved (only if overridden)."""
+
+    # --- checkpoint / restore seams (Naiad §3.4) ----------------------------------------------
+    def checkpoint(self) -> Any:
+        """The vertex's state, for a consistent checkpoint; stateless vertices return None."""
+        return None
+
+    def restore(self, state: Any) -> None:
+        """Reinstates a state returned by :meth:`checkpoint`."""
+
+    # --- services --------------------------------------------------------------------------
+    def send(self, at: Capability | Any, batch: Any, port: int = 0) -> None:
+        """Sends ``batch`` on output ``port`` at a capability's time, or at a time allowed by
+        the current callback's capability."""
+        self.shard.outputs[port].send(at, batch)
+
+    def notify_at(self, at: Capability | Any) -> None:
+        """Requests ``on_notify`` once no message at or before that time can arrive."""
+        self.shard.notify_at(at)
+
+    def frontier(self, port: int = 0) -> MutableAntichain:
+        """The input frontier of ``port``: the times at which messages can still arrive."""
+        return self.shard.frontiers[port]
+
+    @property
+    def name(self) -> str:
+        return self.shard.name
+
+    @property
+    def index(self) -> int:
+        """This worker's index among all workers."""
+        return self.shard.worker.index
+
+    @property
+    def peers(self) -> int:
+        """The number of workers."""
+        return self.shard.worker.peers
+
+
+def overrides(logic: Vertex, method: str) -> bool:
+    """Whether ``logic``'s class overrides ``Vertex.method``."""
+    return getattr(type(logic), method) is not getattr(Vertex, method)
+
+
+class OutputPort:
+    """An output of a shard: checks the sender's right to send, then pushes to every edge."""
+
+    __slots__ = ("port", "pushers", "shard")
+
+    def __init__(self, shard: VertexShard, port: int) -> None:
+        self.shard = shard
+        self.port = port
+        self.pushers: list[Pusher] = []
+
+    def send(self, at: Capability | Any, batch: Any) -> None:
+        shard = self.shard
+        if at.__class__ is Capability:
+            if not at._valid or at._owner is not shard:
+                _bad_capability(shard, at)
+            time = at.time
+        else:
+            time = at
+            current = shard.current
+            if current is None:
+                raise CapabilityError(
+                    f"operator {shard.name!r}: sending at time {time!r} outside a callback "
+                    f"needs a capability; pass one retained from a callback"
+                )
+            if time != current.time and not le(current.time, time):
+                raise CapabilityError(
+                    f"operator {shard.name!r}: cannot send at time {time!r} while handling "
+                    f"time {current.time!r} (sending backwards in time)"
+                )
+        if isinstance(batch, Sized) and len(batch) == 0:
+            return
+        for pusher in self.pushers:
+            pusher.push(time, batch)
+
+
+def _bad_capability(shard: VertexShard, cap: Capability) -> None:
+    if not cap._valid:
+        cap._check()
+    raise CapabilityError(
+        f"operator {shard.name!r}: the capability for time {cap.time!r} belongs to "
+        f"operator {cap._owner.name!r}"
+    )
+
+
+class VertexShard(Actor):
+    """The actor that runs one worker's instance of one operator."""
+
+    __slots__ = (
+        "buffer",
+        "current",
+        "frontiers",
+        "logic",
+        "outputs",
+        "pending",
+        "sources",
+        "targets",
+        "wants_frontier",
+        "worker",
+    )
+
+    def __init__(
+        self,
+        worker: Worker,
+        name: str,
+        logic: Vertex,
+        targets: list[int],
+        sources: list[int],
+        frontiers: list[MutableAntichain],
+        buffer: ChangeBatch,
+    ) -> None:
+        super().__init__(name, logic.reentrancy)
+        self.worker = worker
+        self.logic = logic
+        self.targets = targets  # location of each input port
+        self.sources = tuple(sources)  # location of each output port
+        self.frontiers = frontiers
+        self.buffer = buffer  # the worker's progress batch for this dataflow
+        self.outputs = [OutputPort(self, p) for p in range(len(sources))]
+        self.pending: dict[Any, Capability] = {}  # notification time -> owned capability
+        self.current: Capability | None = None  # the capability of the running callback
+        self.wants_frontier = overrides(logic, "on_frontier")
+        logic.shard = self
+
+    # --- starting ------------------------------------------------------------------------------
+    def start(self, initial_time: Any) -> None:
+        """Hands the pre-counted initial capability to ``on_start`` and releases it."""
+        cap = Capability(initial_time, self, self.sources, self.buffer, borrowed=True)
+        # Not on the worker's stack: what on_start sends is queued, never delivered to a
+        # shard that has not started yet.
+        self.current = cap
+        try:
+            self.logic.on_start(cap)
+        except BaseException as exc:
+            annotate(exc, self.name, self.worker.index, "starting", initial_time)
+            raise
+        finally:
+            self.current = None
+        cap._valid = False
+        for loc in self.sources:
+            self.buffer.update((loc, initial_time), -1)
+
+    # --- messages ------------------------------------------------------------------------------
+    def drain(self) -> None:
+        """Delivers every message in the mailbox, in arrival order."""
+        mailbox = self.mailbox
+        if not mailbox:
+            return
+        worker = self.worker
+        buffer = self.buffer
+        targets = self.targets
+        on_recv = self.logic.on_recv
+        outer = self.current
+        self.depth += 1
+        worker.stack_depth += 1
+        try:
+            while mailbox:
+                port, time, batch = mailbox.popleft()
+                buffer.update((targets[port], time), -1)
+                cap = Capability(time, self, self.sources, buffer, True)
+                self.current = cap
+                try:
+                    on_recv(port, cap, batch)
+                except BaseException as exc:
+                    annotate(exc, self.name, worker.index, "receiving a message", time)
+                    raise
+                cap._valid = False
+        finally:
+            self.current = outer
+            self.depth -= 1
+            worker.stack_depth -= 1
+
+    def receive(self, port: int, time: Any, batch: Any, cut_through: bool) -> None:
+        """Accepts a message (already counted at its target by the sender)."""
+        self.mailbox.append((port, time, batch))
+        if cut_through and self.accepts_on_stack(self.worker.stack_depth):
+            self.drain()
+        else:
+            self.worker.schedule_messages(self)
+
+    # --- notifications -------------------------------------------------------------------------
+    def notify_at(self, at: Capability | Any) -> None:
+        if at.__class__ is Capability:
+            if not at._valid or at._owner is not self:
+                _bad_capability(self, at)
+            cap = at.retain()
+            if not at._borrowed:
+                at.drop()  # moved into the notification
+        else:
+            current = self.current
+            if current is None:
+                raise CapabilityError(
+                    f"operator {self.name!r}: notify_at({at!r}) outside a callback needs a capability"
+                )
+            cap = current.delayed(at)
+        if cap.time in self.pending:
+            cap.drop()  # one notification per distinct time
+        else:
+            self.pending[cap.time] = cap
+        self.worker.schedule_notify(self)
+
+    def deliver_notifications(self) -> None:
+        """Delivers, in time order, every requested notification no input can still precede;
+        then tells the logic about frontier movement if it asked to hear of it."""
+        if self.pending:
+            frontiers = self.frontiers
+            ready = [t for t in self.pending if not any(f.less_equal(t) for f in frontiers)]
+            if ready:
+                ready.sort()
+                on_notify = self.logic.on_notify
+                for t in ready:
+                    cap = self.pending.pop(t)
+                    cap._borrowed = True
+                    self._call(on_notify, cap, "being notified", cap)
+                    cap._borrowed = False
+                    cap.drop()
+        if self.wants_frontier:
+            self._call(self.logic.on_frontier, None, "observing its frontier", None)
+
+    def _call(self, fn: Any, arg: Any, doing: str, cap: Capability | None) -> None:
+        worker = self.worker
+        outer = self.current
+        self.current = cap
+        self.depth += 1
+        worker.stack_depth += 1
+        try:
+            if arg is None:
+                fn()
+            else:
+                fn(arg)
+        except BaseException as exc:
+            annotate(exc, self.name, worker.index, doing, cap.time if cap else None)
+            raise
+        finally:
+            self.current = outer
+            self.depth -= 1
+            worker.stack_depth -= 1

@@ -1,0 +1,118 @@
+"""Channels: how a logical edge becomes physical edges between worker shards.
+
+A *pact* says how records reach the shards of the consuming operator: :class:`Pipeline`
+keeps them on the sending worker; :class:`Exchange` routes each record to worker
+``key(record) % peers`` (Naiad §3.1's partitioning function), or, with ``keys``, computes the
+routing of a whole batch in one call (a numpy array of worker numbers, for numpy batches).
+
+A *pusher* is the sending end of one physical edge. Every message pushed is counted once, at
+the logical target location, in the sending worker's progress batch; the partitioning step
+pushes one message per non-empty part, so the counts it reports are exactly the messages
+that will be received (invariant 4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from naiad.actors.vertex import VertexShard
+from naiad.progress.change_batch import ChangeBatch
+
+
+class Pact:
+    """How records travel from an output to the shards of an input."""
+
+
+@dataclass(frozen=True)
+class Pipeline(Pact):
+    """Records stay on the worker that produced them."""
+
+
+@dataclass(frozen=True)
+class Exchange(Pact):
+    """Records go to worker ``key(record) % peers``, or ``keys(batch)[i] % peers``.
+
+    >>> Exchange(key=lambda x: x).partition([1, 2, 3, 4], 2)
+    [(0, [2, 4]), (1, [1, 3])]
+    >>> import numpy as np
+    >>> [(w, a.tolist()) for w, a in Exchange(keys=lambda b: b).partition(np.arange(5), 2)]
+    [(0, [0, 2, 4]), (1, [1, 3])]
+    """
+
+    key: Callable[[Any], int] | None = None
+    keys: Callable[[Any], Any] | None = None
+
+    def __post_init__(self) -> None:
+        if (self.key is None) == (self.keys is None):
+            raise ValueError("Exchange needs exactly one of key (per record) or keys (per batch)")
+
+    def partition(self, batch: Any, peers: int) -> list[tuple[int, Any]]:
+        """Splits ``batch`` into its non-empty parts, one per destination worker."""
+        if self.keys is None:
+            key = self.key
+            assert key is not None
+            parts: list[list[Any]] = [[] for _ in range(peers)]
+            for record in batch:
+                parts[key(record) % peers].append(record)
+            return [(w, part) for w, part in enumerate(parts) if part]
+        workers = np.asarray(self.keys(batch), dtype=np.int64) % peers
+        if len(workers) != len(batch):
+            raise ValueError(
+                f"exchange keys returned {len(workers)} routes for a batch of {len(batch)}"
+            )
+        if isinstance(batch, list):
+            return [
+                (w, [batch[i] for i in np.flatnonzero(workers == w)])
+                for w in range(peers)
+                if (workers == w).any()
+            ]
+        # Columnar batches (numpy arrays and anything indexable by an index array): one stable
+        # sort by destination, then contiguous slices.
+        order = np.argsort(workers, kind="stable")
+        counts = np.bincount(workers, minlength=peers)
+        ordered = batch[order]
+        result, start = [], 0
+        for w, count in enumerate(counts.tolist()):
+            if count:
+                result.append((w, ordered[start : start + count]))
+            start += count
+        return result
+
+
+class LocalPusher:
+    """Pushes to a shard in this process; ``cut_through`` when it is on the sender's worker."""
+
+    __slots__ = ("buffer", "cut_through", "location", "port", "shard")
+
+    def __init__(
+        self, shard: VertexShard, port: int, location: int, buffer: ChangeBatch, cut_through: bool
+    ) -> None:
+        self.shard = shard
+        self.port = port
+        self.location = location
+        self.buffer = buffer  # the *sender's* progress batch
+        self.cut_through = cut_through
+
+    def push(self, time: Any, batch: Any) -> None:
+        self.buffer.update((self.location, time), 1)
+        self.shard.receive(self.port, time, batch, self.cut_through)
+
+
+class ExchangePusher:
+    """Partitions each batch and pushes every part to the pusher of its worker."""
+
+    __slots__ = ("pact", "peers", "pushers")
+
+    def __init__(self, pact: Exchange, pushers: list[Any]) -> None:
+        self.pact = pact
+        self.pushers = pushers
+        self.peers = len(pushers)
+
+    def push(self, time: Any, batch: Any) -> None:
+        pushers = self.pushers
+        for worker, part in self.pact.partition(batch, self.peers):
+            pushers[worker].push(time, part)

@@ -1,0 +1,1 @@
+"""Timely operators on streams: one operator per module, surfaced as ``Stream`` methods."""

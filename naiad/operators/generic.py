@@ -1,0 +1,76 @@
+"""``unary`` and ``binary``: operators whose logic is a user :class:`~naiad.Vertex`.
+
+The logic gets ``on_recv`` / ``on_notify`` / ``notify_at`` and explicit capabilities
+(``naiad/actors/vertex.py``). An ``exchange`` key per input routes records by key first,
+so a stateful vertex sees every record of a key on one worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from naiad.actors.vertex import Vertex
+from naiad.dataflow.channels import Exchange, Pact, Pipeline
+
+if TYPE_CHECKING:
+    from naiad.operators.stream import Stream
+
+Key = Callable[[Any], int]
+
+
+def _pact(key: Key | Pact | None) -> Pact:
+    if key is None:
+        return Pipeline()
+    if isinstance(key, Pact):
+        return key
+    return Exchange(key=key)
+
+
+def unary(
+    stream: Stream,
+    logic: Vertex,
+    name: str | None = None,
+    exchange: Key | Pact | None = None,
+    outputs: int = 1,
+) -> Any:
+    """Applies ``logic`` to ``stream``; returns its output stream (a tuple if ``outputs > 1``).
+
+    >>> import naiad
+    >>> class Sum(naiad.Vertex):           # one sum per epoch, once the epoch is complete
+    ...     def __init__(self): self.sums = {}
+    ...     def on_recv(self, port, cap, batch):
+    ...         if cap.time not in self.sums:
+    ...             self.notify_at(cap)
+    ...         self.sums[cap.time] = self.sums.get(cap.time, 0) + sum(batch)
+    ...     def on_notify(self, cap):
+    ...         self.send(cap, [self.sums.pop(cap.time)])
+    >>> naiad.run(lambda s: s.from_epochs([[1, 2], [3]]).unary(Sum()).collect())
+    [[(0, 3), (1, 3)]]
+    """
+    node = stream.scope.add_operator(
+        name or type(logic).__name__, logic, [(stream, _pact(exchange))], outputs=outputs
+    )
+    if outputs == 1:
+        return stream.derive(node)
+    return tuple(stream.derive(node, p) for p in range(outputs))
+
+
+def binary(
+    left: Stream,
+    right: Stream,
+    logic: Vertex,
+    name: str | None = None,
+    exchange: tuple[Key | Pact | None, Key | Pact | None] = (None, None),
+    outputs: int = 1,
+) -> Any:
+    """Applies ``logic`` to two streams (input ports 0 and 1)."""
+    node = left.scope.add_operator(
+        name or type(logic).__name__,
+        logic,
+        [(left, _pact(exchange[0])), (right, _pact(exchange[1]))],
+        outputs=outputs,
+    )
+    if outputs == 1:
+        return left.derive(node)
+    return tuple(left.derive(node, p) for p in range(outputs))

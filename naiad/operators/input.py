@@ -1,0 +1,134 @@
+"""Inputs: epochs fed from outside the dataflow (Naiad §2.1), and sources over iterables.
+
+An :class:`InputHandle` belongs to one worker and holds that worker's capability at the
+current epoch: ``send`` emits at that epoch, ``advance_to`` downgrades it (everything before
+the new epoch becomes complete once every worker's input has advanced), ``close`` drops it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from naiad.actors.vertex import Vertex
+from naiad.progress.capability import Capability
+
+if TYPE_CHECKING:
+    from naiad.dataflow.scope import ScopeCore
+    from naiad.operators.stream import Stream
+
+
+class InputError(ValueError):
+    """Misuse of an input handle."""
+
+
+class InputVertex(Vertex):
+    """Holds the input's capability; receives nothing."""
+
+    def __init__(self, name: str) -> None:
+        self.cap: Capability | None = None
+        self.handle = InputHandle(self, name)
+
+    def on_start(self, cap: Capability) -> None:
+        self.cap = cap.retain()
+
+
+class InputHandle:
+    """Feeds one worker's share of an input, epoch by epoch.
+
+    >>> import asyncio, naiad
+    >>> async def main():
+    ...     async with naiad.Runtime(workers=1) as rt:
+    ...         df = rt.dataflow(lambda s: (lambda h, st: (h, st.collect()))(*s.new_input()))
+    ...         handle, out = df.results[0]
+    ...         handle.send(["a", "b"]); handle.advance_to(1); handle.send(["c"])
+    ...     return out
+    >>> asyncio.run(main())
+    [(0, 'a'), (0, 'b'), (1, 'c')]
+    """
+
+    def __init__(self, vertex: InputVertex, name: str) -> None:
+        self._vertex = vertex
+        self.name = name
+
+    @property
+    def epoch(self) -> Any:
+        """The epoch at which ``send`` emits."""
+        return self._live().time
+
+    @property
+    def closed(self) -> bool:
+        return self._vertex.cap is None or not self._vertex.cap.valid
+
+    def _live(self) -> Capability:
+        cap = self._vertex.cap
+        if cap is None or not cap.valid:
+            raise InputError(f"input {self.name!r} is closed")
+        return cap
+
+    def _flush(self) -> None:
+        self._vertex.shard.worker.flush()
+
+    def send(self, batch: Iterable[Any]) -> None:
+        """Emits ``batch`` (a list, or a numpy array) at the current epoch."""
+        cap = self._live()
+        if not hasattr(batch, "__len__"):
+            batch = list(batch)
+        self._vertex.shard.outputs[0].send(cap, batch)
+        self._flush()
+
+    def advance_to(self, epoch: Any) -> None:
+        """Promises that no more records will be sent at epochs before ``epoch``."""
+        cap = self._live()
+        if not cap.try_downgrade(epoch):
+            raise InputError(
+                f"input {self.name!r}: cannot advance from epoch {cap.time!r} to {epoch!r} "
+                f"(advancing an input backwards)"
+            )
+        self._flush()
+
+    def close(self) -> None:
+        """No more records at any epoch (idempotent)."""
+        cap = self._vertex.cap
+        if cap is not None and cap.valid:
+            cap.drop()
+            self._flush()
+
+
+def new_input(scope: ScopeCore, name: str = "input") -> tuple[InputHandle, Stream]:
+    """An input handle for this worker and the stream of what all workers send."""
+    vertex = InputVertex(name)
+    node = scope.add_operator(name, vertex, [])
+    return vertex.handle, scope.stream(node)
+
+
+class EpochSource(Vertex):
+    """Emits one batch per epoch from an iterable: its share ``batch[index::peers]``.
+
+    It drives itself with notifications: having no inputs, a notification at the next epoch
+    is deliverable at once, and the scheduler runs queued messages first, so a source never
+    races far ahead of the operators that consume it on the same worker.
+    """
+
+    def __init__(self, epochs: Iterable[Any]) -> None:
+        self._epochs = iter(epochs)
+
+    def on_start(self, cap: Capability) -> None:
+        self.notify_at(cap)
+
+    def on_notify(self, cap: Capability) -> None:
+        batch = next(self._epochs, None)
+        if batch is None:
+            return
+        peers = self.peers
+        part = batch if peers == 1 else batch[self.index :: peers]
+        self.send(cap, part)
+        self.notify_at(cap.delayed(cap.time + 1))
+
+
+def from_epochs(scope: ScopeCore, epochs: Iterable[Any], name: str = "from_epochs") -> Stream:
+    """A stream whose epoch ``i`` holds the ``i``-th batch of ``epochs``, split among workers."""
+    if scope.depth:
+        raise ValueError("from_epochs creates root-scope epochs; call it on the dataflow's scope")
+    node = scope.add_operator(name, EpochSource(epochs), [])
+    return scope.stream(node)

@@ -1,0 +1,113 @@
+"""Loop contexts: ingress, egress and feedback (Naiad §2.1).
+
+Entering a loop appends a counter starting at 0 to every time; leaving drops it; the feedback
+vertex adds ``step`` to it, and is the only way to close a cycle, so every cycle strictly
+advances time (invariant 5). These vertices only re-time messages: each message in is one
+message out, at the time the vertex's path summary gives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from naiad.actors.vertex import Vertex
+from naiad.dataflow.channels import Pipeline
+from naiad.dataflow.scope import BuildError
+from naiad.progress.capability import Capability
+from naiad.progress.summary import PathSummary
+
+if TYPE_CHECKING:
+    from naiad.operators.scope import Scope
+    from naiad.operators.stream import Stream
+
+
+class Retime(Vertex):
+    """Forwards each batch at ``retime(time)``: the time its path summary allows."""
+
+    def __init__(self, retime: Callable[[Any], Any]) -> None:
+        self.retime = retime
+
+    def on_recv(self, port: int, cap: Capability, batch: Any) -> None:
+        time = self.retime(cap.time)
+        for pusher in self.shard.outputs[0].pushers:
+            pusher.push(time, batch)
+
+
+class FeedbackHandle:
+    """The not-yet-connected input of a feedback vertex."""
+
+    def __init__(self, scope: Scope, node: int, name: str) -> None:
+        self.scope = scope
+        self.node = node
+        self.name = name
+        self.connected = False
+
+
+def enter(stream: Stream, loop: Scope, name: str = "ingress") -> Stream:
+    """``stream`` inside the loop context ``loop``, its times extended with counter 0."""
+    if loop.parent is not stream.scope:
+        raise BuildError(
+            f"cannot enter loop {loop.path()!r} from scope {stream.scope.path()!r}: "
+            f"a stream enters only a loop nested directly in its own scope"
+        )
+    time_class = loop.time_class
+    assert time_class is not None
+    node = loop.add_operator(
+        name,
+        Retime(lambda t: time_class(t, 0)),
+        [(stream, Pipeline())],
+        summary=[[[PathSummary.ingress(time_class)]]],
+        input_scope=stream.scope,
+    )
+    return stream.derive(node, scope=loop)
+
+
+def leave(stream: Stream, name: str = "egress") -> Stream:
+    """``stream`` outside its loop context, the loop counter dropped."""
+    parent = stream.scope.parent
+    if parent is None:
+        raise BuildError(f"stream {stream!r} is not inside a loop context; it cannot leave")
+    node = parent.add_operator(
+        name,
+        Retime(lambda t: t.outer),
+        [(stream, Pipeline())],
+        summary=[[[PathSummary.egress()]]],
+        input_scope=stream.scope,
+    )
+    return stream.derive(node, scope=parent)
+
+
+def feedback(scope: Scope, step: int = 1, name: str = "feedback") -> tuple[FeedbackHandle, Stream]:
+    """A feedback vertex: its output stream now, its input later via ``connect_loop``."""
+    if step < 1:
+        raise BuildError(
+            f"feedback {name!r}: step must be at least 1 (got {step}); a cycle whose feedback "
+            f"does not advance time would never let its times complete"
+        )
+    if scope.parent is None:
+        retime: Callable[[Any], Any] = lambda t: t + step  # noqa: E731
+    else:
+        retime = lambda t: t.__class__(t.outer, t.inner + step)  # noqa: E731
+    node = scope.add_operator(
+        name, Retime(retime), [], summary=None, outputs=1
+    )
+    spec = scope.build.operators[node]
+    spec.inputs = 1
+    spec.summary = [[[PathSummary.feedback(step)]]]
+    scope.build.open_loops[node] = name
+    return FeedbackHandle(scope, node, name), scope.stream(node)
+
+
+def connect_loop(stream: Stream, handle: FeedbackHandle) -> None:
+    """Closes a cycle: ``stream``'s records re-enter the loop through the feedback vertex."""
+    if handle.connected:
+        raise BuildError(f"feedback {handle.name!r} is already connected")
+    if stream.scope is not handle.scope:
+        raise BuildError(
+            f"feedback {handle.name!r} belongs to scope {handle.scope.path()!r}, but the stream "
+            f"connected to it belongs to {stream.scope.path()!r}"
+        )
+    handle.scope.connect(stream, handle.node, 0, Pipeline())
+    handle.connected = True
+    del handle.scope.build.open_loops[handle.node]

@@ -1,0 +1,104 @@
+"""``probe``: watch a stream's frontier from outside the dataflow (awaitable)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from naiad.actors.vertex import Vertex
+from naiad.dataflow.channels import Pipeline
+from naiad.progress.antichain import MutableAntichain
+from naiad.progress.capability import Capability
+
+if TYPE_CHECKING:
+    from naiad.operators.stream import Stream
+
+
+class ProbeVertex(Vertex):
+    """Consumes and discards; its input frontier is what the handle reports."""
+
+    def __init__(self) -> None:
+        self.handle = ProbeHandle(self)
+
+    def on_recv(self, port: int, cap: Capability, batch: Any) -> None:
+        pass
+
+    def on_frontier(self) -> None:
+        self.handle._check_waiters()
+
+
+class ProbeHandle:
+    """The frontier of a probed stream, and waits on it.
+
+    ``less_equal(t)``: records at ``t`` may still appear; ``less_than(t)``: records at some
+    time before ``t`` may still appear (timely's usual step-while condition).
+    """
+
+    def __init__(self, vertex: ProbeVertex) -> None:
+        self._vertex = vertex
+        self._waiters: list[tuple[Any, asyncio.Future[None]]] = []
+        self._failure: BaseException | None = None
+
+    @property
+    def frontier(self) -> MutableAntichain:
+        return self._vertex.shard.frontiers[0]
+
+    def less_equal(self, time: Any) -> bool:
+        return self.frontier.less_equal(time)
+
+    def less_than(self, time: Any) -> bool:
+        return self.frontier.less_than(time)
+
+    def done(self) -> bool:
+        """Whether no record can ever appear again."""
+        return self.frontier.is_empty()
+
+    async def wait(self, time: Any = None) -> None:
+        """Returns once time ``time`` is complete (every time, if ``time`` is None)."""
+        if self._ready(time):
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append((time, future))
+        await future
+
+    def _ready(self, time: Any) -> bool:
+        if self._failure is not None:
+            raise self._failure
+        return self.done() if time is None else not self.less_equal(time)
+
+    def _check_waiters(self) -> None:
+        keep = []
+        for time, future in self._waiters:
+            if future.done():
+                continue
+            if self.done() if time is None else not self.less_equal(time):
+                future.set_result(None)
+            else:
+                keep.append((time, future))
+        self._waiters = keep
+
+    def _fail(self, exc: BaseException) -> None:
+        self._failure = exc
+        for _, future in self._waiters:
+            if not future.done():
+                future.set_exception(exc)
+        self._waiters = []
+
+
+def probe(stream: Stream, name: str = "probe") -> ProbeHandle:
+    """A handle on the frontier of ``stream``.
+
+    >>> import asyncio, naiad
+    >>> async def main():
+    ...     async with naiad.Runtime() as rt:
+    ...         handle, probe = rt.dataflow(lambda s: (lambda h, st: (h, st.probe()))(
+    ...             *s.new_input())).results[0]
+    ...         handle.send([1]); handle.advance_to(3)
+    ...         await probe.wait(2)
+    ...         return probe.less_equal(2), probe.less_equal(3)
+    >>> asyncio.run(main())
+    (False, True)
+    """
+    vertex = ProbeVertex()
+    stream.scope.add_operator(name, vertex, [(stream, Pipeline())], outputs=0)
+    return vertex.handle

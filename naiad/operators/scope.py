@@ -1,0 +1,52 @@
+"""``Scope``: the user-facing scope: inputs, sources, loop contexts and feedback."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from naiad.dataflow.scope import ScopeCore
+from naiad.operators import input, loops
+from naiad.operators.stream import Stream
+from naiad.progress.summary import TimeClass
+from naiad.progress.timestamp import Product
+
+
+class Scope(ScopeCore):
+    """The root scope of a dataflow, or a loop context (usable as a ``with`` block).
+
+    >>> import naiad
+    >>> def build(scope):                       # count down from each number to 0
+    ...     nums = scope.from_epochs([[3]])
+    ...     with scope.iterative() as loop:
+    ...         handle, cycle = loop.feedback()
+    ...         body = nums.enter(loop).concat(cycle)
+    ...         body.map(lambda x: x - 1).filter(lambda x: x >= 0).connect_loop(handle)
+    ...     return body.leave().collect()
+    >>> naiad.run(build)
+    [[(0, 3), (0, 2), (0, 1), (0, 0)]]
+    """
+
+    stream_class = Stream
+
+    def new_input(self, name: str = "input") -> tuple[input.InputHandle, Stream]:
+        """An input handle for this worker, and the stream of every worker's input."""
+        return input.new_input(self, name)
+
+    def from_epochs(self, epochs: Iterable[Any], name: str = "from_epochs") -> Stream:
+        """A stream whose epoch ``i`` is the ``i``-th batch of ``epochs`` (split among workers)."""
+        return input.from_epochs(self, epochs, name)
+
+    def iterative(self, name: str = "loop", time_class: TimeClass = Product) -> Scope:
+        """A loop context nested in this scope; ``time_class`` is ``Product`` or ``Lex``."""
+        return Scope(self.build, parent=self, time_class=time_class, name=name)
+
+    def feedback(self, step: int = 1, name: str = "feedback") -> tuple[loops.FeedbackHandle, Stream]:
+        """A feedback vertex advancing the loop counter by ``step``: ``(handle, stream)``."""
+        return loops.feedback(self, step, name)
+
+    def __enter__(self) -> Scope:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None

@@ -1,0 +1,119 @@
+"""``Stream``: the user-facing stream, with one method per operator.
+
+Each method is a thin wrapper over the operator's own module (one operator per file, as in
+timely's ``dataflow/operators/``), so the runtime surface stays small.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from naiad.actors.vertex import Vertex
+from naiad.dataflow.channels import Pact
+from naiad.dataflow.scope import StreamCore
+from naiad.operators import branch as branch_op
+from naiad.operators import concat as concat_op
+from naiad.operators import exchange as exchange_op
+from naiad.operators import filter as filter_op
+from naiad.operators import flat_map as flat_map_op
+from naiad.operators import generic as generic_op
+from naiad.operators import inspect as inspect_op
+from naiad.operators import loops as loops_op
+from naiad.operators import map as map_op
+from naiad.operators import probe as probe_op
+from naiad.operators import subscribe as subscribe_op
+
+if TYPE_CHECKING:
+    from naiad.operators.scope import Scope
+
+Key = Callable[[Any], int] | Pact | None
+
+
+class Stream(StreamCore):
+    """A stream of timestamped batches, built identically on every worker."""
+
+    scope: Scope
+
+    def map(self, f: Callable[[Any], Any], name: str = "map") -> Stream:
+        """``f`` applied to every record."""
+        return map_op.map_records(self, f, name)
+
+    def map_batch(self, f: Callable[[Any], Any], name: str = "map_batch") -> Stream:
+        """``f`` applied to every batch, one call per batch (numpy-friendly)."""
+        return map_op.map_batch(self, f, name)
+
+    def flat_map(self, f: Callable[[Any], Iterable[Any]], name: str = "flat_map") -> Stream:
+        """Every record replaced by the records of ``f(record)``."""
+        return flat_map_op.flat_map(self, f, name)
+
+    def filter(self, predicate: Callable[[Any], bool], name: str = "filter") -> Stream:
+        """The records ``predicate`` accepts."""
+        return filter_op.filter_records(self, predicate, name)
+
+    def exchange(
+        self,
+        key: Callable[[Any], int] | None = None,
+        *,
+        keys: Callable[[Any], Any] | None = None,
+        name: str = "exchange",
+    ) -> Stream:
+        """Records routed to worker ``key(record) % peers`` (or ``keys(batch)`` per batch)."""
+        return exchange_op.exchange(self, key, keys=keys, name=name)
+
+    def concat(self, *others: Stream, name: str = "concat") -> Stream:
+        """The records of this stream and of ``others``."""
+        return concat_op.concat(self, *others, name=name)
+
+    def branch(self, predicate: Callable[[Any], bool], name: str = "branch") -> tuple[Stream, Stream]:
+        """``(records where predicate holds, the others)``."""
+        return branch_op.branch(self, predicate, name)
+
+    def inspect(self, f: Callable[[Any], None], name: str = "inspect") -> Stream:
+        """Calls ``f(record)`` for every record; passes records on."""
+        return inspect_op.inspect(self, f, name)
+
+    def inspect_batch(self, f: Callable[[Any, Any], None], name: str = "inspect_batch") -> Stream:
+        """Calls ``f(time, batch)`` for every batch; passes batches on."""
+        return inspect_op.inspect_batch(self, f, name)
+
+    def probe(self, name: str = "probe") -> probe_op.ProbeHandle:
+        """A handle on this stream's frontier (awaitable)."""
+        return probe_op.probe(self, name)
+
+    def subscribe(self, callback: Callable[[Any, list[Any]], None], name: str = "subscribe") -> None:
+        """``callback(time, records)`` once per completed time, in time order."""
+        subscribe_op.subscribe(self, callback, name)
+
+    def collect(self, name: str = "collect") -> list[tuple[Any, Any]]:
+        """A list filling with ``(time, record)`` pairs as times complete."""
+        return subscribe_op.collect(self, name)
+
+    def unary(
+        self, logic: Vertex, name: str | None = None, exchange: Key = None, outputs: int = 1
+    ) -> Any:
+        """A user :class:`~naiad.Vertex` applied to this stream."""
+        return generic_op.unary(self, logic, name, exchange, outputs)
+
+    def binary(
+        self,
+        other: Stream,
+        logic: Vertex,
+        name: str | None = None,
+        exchange: tuple[Key, Key] = (None, None),
+        outputs: int = 1,
+    ) -> Any:
+        """A user :class:`~naiad.Vertex` applied to this stream (port 0) and ``other`` (1)."""
+        return generic_op.binary(self, other, logic, name, exchange, outputs)
+
+    def enter(self, loop: Scope, name: str = "ingress") -> Stream:
+        """This stream inside loop context ``loop``."""
+        return loops_op.enter(self, loop, name)
+
+    def leave(self, name: str = "egress") -> Stream:
+        """This stream outside its loop context."""
+        return loops_op.leave(self, name)
+
+    def connect_loop(self, handle: loops_op.FeedbackHandle) -> None:
+        """Feeds this stream back through ``handle``'s feedback vertex."""
+        loops_op.connect_loop(self, handle)

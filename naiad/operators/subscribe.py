@@ -1,0 +1,76 @@
+"""``subscribe`` and ``collect``: a callback per completed time (Naiad §4.1's Subscribe).
+
+The vertex buffers what arrives per time and, whenever its input frontier moves, hands every
+time that can no longer receive records to the callback, in time order. For integer epochs
+every epoch the frontier passed is reported, with an empty list if nothing arrived in it, so
+a subscriber hears of each completed epoch. The callback runs on every worker, with that
+worker's share of the records (exchange to one worker first to see them all in one place).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from naiad.actors.vertex import Vertex
+from naiad.dataflow.channels import Pipeline
+from naiad.progress.capability import Capability
+
+if TYPE_CHECKING:
+    from naiad.operators.stream import Stream
+
+
+class SubscribeVertex(Vertex):
+    def __init__(self, callback: Callable[[Any, list[Any]], None]) -> None:
+        self.callback = callback
+        self.buffered: dict[Any, list[Any]] = {}
+        self.next_epoch: int | None = 0  # the first integer epoch not yet reported
+
+    def on_recv(self, port: int, cap: Capability, batch: Any) -> None:
+        records = self.buffered.get(cap.time)
+        if records is None:
+            self.buffered[cap.time] = records = []
+        records.extend(batch)
+
+    def on_frontier(self) -> None:
+        lows = self.frontier(0).frontier
+        if lows and lows[0].__class__ is not int:  # times inside a loop: only times seen
+            self.next_epoch = None
+        if self.next_epoch is None:
+            complete = sorted(t for t in self.buffered if not self.frontier(0).less_equal(t))
+        else:
+            # Integer epochs: every epoch before the frontier is complete, empty ones too.
+            upto = lows[0] if lows else max(self.buffered, default=self.next_epoch - 1) + 1
+            complete = sorted({*range(self.next_epoch, upto), *(t for t in self.buffered if t < upto)})
+            self.next_epoch = max(upto, self.next_epoch)
+        for t in complete:
+            self.callback(t, self.buffered.pop(t, []))
+
+    def checkpoint(self) -> Any:
+        return {"buffered": self.buffered, "next_epoch": self.next_epoch}
+
+    def restore(self, state: Any) -> None:
+        self.buffered = state["buffered"]
+        self.next_epoch = state["next_epoch"]
+
+
+def subscribe(
+    stream: Stream, callback: Callable[[Any, list[Any]], None], name: str = "subscribe"
+) -> None:
+    """Calls ``callback(time, records)`` once per completed time, in time order.
+
+    >>> import naiad
+    >>> seen = []
+    >>> _ = naiad.run(lambda s: s.from_epochs([[1], [], [2, 3]]).subscribe(
+    ...     lambda t, rs: seen.append((t, rs))))
+    >>> seen
+    [(0, [1]), (1, []), (2, [2, 3])]
+    """
+    stream.scope.add_operator(name, SubscribeVertex(callback), [(stream, Pipeline())], outputs=0)
+
+
+def collect(stream: Stream, name: str = "collect") -> list[tuple[Any, Any]]:
+    """A list that fills with ``(time, record)`` pairs as times complete, in time order."""
+    out: list[tuple[Any, Any]] = []
+    subscribe(stream, lambda t, rs: out.extend((t, r) for r in rs), name)
+    return out

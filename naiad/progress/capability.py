@@ -1,0 +1,154 @@
+"""Capabilities: the right to send at a time, as explicit objects.
+
+Why they exist (timely's refinement of Naiad's ``NotifyAt``): progress tracking can only
+promise that no message at time ``t`` will appear at a port if it knows every party that
+could still produce one. A capability is such a party. Holding one is a ``+1`` on the count
+of pointstamp ``(output port, time)``; an operator may only send at a time it holds a
+capability for, and the count comes back down only when the capability is dropped or
+downgraded. Nothing here relies on garbage collection: Python's ``__del__`` runs too late,
+or never, so every release is an explicit call.
+
+Two kinds: *owned* capabilities (created by :meth:`retain`, :meth:`delayed`, ``notify_at``,
+or the initial capability an operator asks for) live until :meth:`drop`; *borrowed* ones are
+handed to a callback (the time of a received message, or of a delivered notification) and
+stop being valid when that callback returns. Checked methods raise :class:`CapabilityError`;
+the ``try_`` forms return ``None`` / ``False`` instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from naiad.progress.antichain import le
+from naiad.progress.change_batch import ChangeBatch
+
+
+class CapabilityError(RuntimeError):
+    """Misuse of a capability: wrong time, wrong operator, used after release."""
+
+
+class Capability:
+    """The right of one operator to send at ``time`` (and later) on its outputs.
+
+    >>> buffer = ChangeBatch()
+    >>> class Op: name = "demo"
+    >>> cap = Capability.acquire(2, Op(), (7,), buffer)
+    >>> later = cap.delayed(5)
+    >>> cap.drop()
+    >>> later.downgrade(6)
+    >>> sorted(buffer)
+    [((7, 6), 1)]
+    >>> later.delayed(3)
+    Traceback (most recent call last):
+    ...
+    naiad.progress.capability.CapabilityError: operator 'demo': time 3 is not at or after 6, the capability's time (sending backwards in time)
+    """
+
+    __slots__ = ("_borrowed", "_buffer", "_locations", "_owner", "_valid", "time")
+
+    def __init__(
+        self,
+        time: Any,
+        owner: Any,
+        locations: tuple[int, ...],
+        buffer: ChangeBatch,
+        borrowed: bool,
+    ) -> None:
+        self.time = time
+        self._owner = owner
+        self._locations = locations
+        self._buffer = buffer
+        self._valid = True
+        self._borrowed = borrowed
+
+    @classmethod
+    def acquire(
+        cls, time: Any, owner: Any, locations: tuple[int, ...], buffer: ChangeBatch
+    ) -> Capability:
+        """A new owned capability; records ``+1`` at each of ``locations``."""
+        for loc in locations:
+            buffer.update((loc, time), 1)
+        return cls(time, owner, locations, buffer, borrowed=False)
+
+    @property
+    def valid(self) -> bool:
+        return self._valid
+
+    @property
+    def owner(self) -> Any:
+        return self._owner
+
+    def _check(self) -> None:
+        if not self._valid:
+            kind = "borrowed capability (retain() it to keep it)" if self._borrowed else "capability"
+            raise CapabilityError(
+                f"operator {self._owner.name!r}: the {kind} for time {self.time} "
+                f"is no longer valid"
+            )
+
+    def _check_time(self, time: Any) -> None:
+        if not le(self.time, time):
+            raise CapabilityError(
+                f"operator {self._owner.name!r}: time {time} is not at or after {self.time}, "
+                f"the capability's time (sending backwards in time)"
+            )
+
+    def delayed(self, time: Any) -> Capability:
+        """A new owned capability for ``time``, which must be at or after this one's."""
+        self._check()
+        self._check_time(time)
+        return Capability.acquire(time, self._owner, self._locations, self._buffer)
+
+    def try_delayed(self, time: Any) -> Capability | None:
+        """:meth:`delayed`, or ``None`` where it would raise."""
+        if not self._valid or not le(self.time, time):
+            return None
+        return Capability.acquire(time, self._owner, self._locations, self._buffer)
+
+    def retain(self) -> Capability:
+        """An owned capability for the same time (how a callback keeps a borrowed one)."""
+        return self.delayed(self.time)
+
+    def downgrade(self, time: Any) -> None:
+        """Moves this owned capability forward to ``time`` (the new count goes up first)."""
+        self._check()
+        if self._borrowed:
+            raise CapabilityError(
+                f"operator {self._owner.name!r}: a borrowed capability cannot be downgraded; "
+                f"retain() it first"
+            )
+        self._check_time(time)
+        buffer, old = self._buffer, self.time
+        for loc in self._locations:
+            buffer.update((loc, time), 1)
+        for loc in self._locations:
+            buffer.update((loc, old), -1)
+        self.time = time
+
+    def try_downgrade(self, time: Any) -> bool:
+        """:meth:`downgrade`, returning ``False`` where it would raise."""
+        if not self._valid or self._borrowed or not le(self.time, time):
+            return False
+        self.downgrade(time)
+        return True
+
+    def drop(self) -> None:
+        """Gives the capability up; the count at its time comes down."""
+        self._check()
+        if self._borrowed:
+            raise CapabilityError(
+                f"operator {self._owner.name!r}: a borrowed capability is released when the "
+                f"callback returns; it cannot be dropped"
+            )
+        self._valid = False
+        for loc in self._locations:
+            self._buffer.update((loc, self.time), -1)
+
+    def _release_borrowed(self) -> None:
+        self._valid = False
+
+    def __repr__(self) -> str:
+        state = "borrowed" if self._borrowed else "owned"
+        if not self._valid:
+            state = "released"
+        return f"Capability({self.time!r}, {self._owner.name!r}, {state})"

@@ -1,0 +1,59 @@
+"""ChangeBatch: accumulated count changes keyed by (location, time).
+
+Compaction policy: updates to the same key are summed in place as they arrive (a dict), so a
+batch never holds two entries for one key; keys whose sum reaches zero are dropped when the
+batch is drained, not on every update (the common +1/-1 pair within one callback costs two
+dict operations and no deletion). :meth:`drain` lists positive changes before negative ones,
+the order invariant 2 of ``ARCHITECTURE.md`` requires for every batch that leaves a worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Iterator
+
+
+class ChangeBatch:
+    """Sums of count changes per key.
+
+    >>> b = ChangeBatch()
+    >>> b.update(("op", 1), 1); b.update(("op", 0), -1); b.update(("op", 1), -1)
+    >>> b.drain()
+    [(('op', 0), -1)]
+    >>> b.is_empty()
+    True
+    """
+
+    __slots__ = ("_updates",)
+
+    def __init__(self, updates: Iterable[tuple[Hashable, int]] = ()) -> None:
+        self._updates: dict[Hashable, int] = {}
+        for key, delta in updates:
+            self.update(key, delta)
+
+    def update(self, key: Hashable, delta: int) -> None:
+        updates = self._updates
+        updates[key] = updates.get(key, 0) + delta
+
+    def extend(self, updates: Iterable[tuple[Hashable, int]]) -> None:
+        for key, delta in updates:
+            self.update(key, delta)
+
+    def is_empty(self) -> bool:
+        """Whether no key has a nonzero sum."""
+        return not any(self._updates.values())
+
+    def drain(self) -> list[tuple[Hashable, int]]:
+        """Removes and returns the nonzero changes, positive ones first."""
+        items = [(k, d) for k, d in self._updates.items() if d]
+        self._updates = {}
+        items.sort(key=lambda kd: kd[1] < 0)
+        return items
+
+    def __iter__(self) -> Iterator[tuple[Hashable, int]]:
+        return ((k, d) for k, d in self._updates.items() if d)
+
+    def __len__(self) -> int:
+        return sum(1 for d in self._updates.values() if d)
+
+    def __repr__(self) -> str:
+        return f"ChangeBatch({list(self)!r})"

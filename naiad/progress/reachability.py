@@ -1,0 +1,279 @@
+"""Could-result-in on the logical graph, and frontiers computed from pointstamp counts.
+
+Two classes with two lifetimes, as in timely's ``reachability.rs``:
+
+* :class:`GraphBuilder` is construction time. It holds the logical graph (nodes with input
+  and output ports, each node's internal path summaries, edges from output ports to input
+  ports) and :meth:`GraphBuilder.build` computes, for every location, the antichain of
+  minimal path summaries to every location it can reach (Naiad §2.3's ``Ψ[l1, l2]``),
+  rejecting cycles that do not strictly advance time (invariant 5).
+* :class:`Tracker` is run time. It keeps an occurrence count per pointstamp
+  ``(location, time)`` and, for every input port (target), a :class:`MutableAntichain` of the
+  times implied there by every *active* pointstamp (count > 0) through ``Ψ``. Its frontier is
+  the port's input frontier: the times at which messages can still arrive.
+
+Locations are small integers. A *source* is an output port, where capabilities live; a
+*target* is an input port, where messages in flight are counted (timely's accounting).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from naiad.progress.antichain import Antichain, MutableAntichain
+from naiad.progress.summary import PathSummary
+
+
+class CycleError(ValueError):
+    """A cycle in the dataflow graph does not pass through a feedback vertex."""
+
+
+@dataclass
+class _Node:
+    name: str
+    inputs: int
+    outputs: int
+    summary: list[list[list[PathSummary]]]
+
+
+@dataclass
+class GraphBuilder:
+    """The logical graph of one dataflow, under construction.
+
+    >>> g = GraphBuilder()
+    >>> a = g.add_node("input", inputs=0, outputs=1)
+    >>> b = g.add_node("map", inputs=1, outputs=1)
+    >>> g.add_edge((a, 0), (b, 0))
+    >>> r = g.build()
+    >>> r.summaries(r.source(a, 0), r.target(b, 0))
+    Antichain([PathSummary.identity()])
+    """
+
+    nodes: list[_Node] = field(default_factory=list)
+    edges: list[tuple[tuple[int, int], tuple[int, int]]] = field(default_factory=list)
+
+    def add_node(
+        self,
+        name: str,
+        inputs: int,
+        outputs: int,
+        summary: Sequence[Sequence[Sequence[PathSummary]]] | None = None,
+    ) -> int:
+        """Adds an operator; ``summary[i][j]`` lists the summaries from input i to output j.
+
+        Without ``summary`` every input connects to every output with the identity.
+        """
+        if summary is None:
+            rows = [[[PathSummary.identity()] for _ in range(outputs)] for _ in range(inputs)]
+        else:
+            rows = [[list(cell) for cell in row] for row in summary]
+            if len(rows) != inputs or any(len(row) != outputs for row in rows):
+                raise ValueError(f"summary of {name!r} must be {inputs} x {outputs}")
+        self.nodes.append(_Node(name, inputs, outputs, rows))
+        return len(self.nodes) - 1
+
+    def add_edge(self, source: tuple[int, int], target: tuple[int, int]) -> None:
+        """Connects output port ``source = (node, port)`` to input ``target = (node, port)``."""
+        (sn, sp), (tn, tp) = source, target
+        if not (0 <= sp < self.nodes[sn].outputs):
+            raise ValueError(f"{self.nodes[sn].name!r} has no output port {sp}")
+        if not (0 <= tp < self.nodes[tn].inputs):
+            raise ValueError(f"{self.nodes[tn].name!r} has no input port {tp}")
+        self.edges.append((source, target))
+
+    def build(self) -> Reachability:
+        """Computes the minimal summaries between all locations; rejects bad cycles."""
+        return Reachability(self)
+
+
+class Reachability:
+    """The frozen result of :meth:`GraphBuilder.build`: locations and ``Ψ``."""
+
+    def __init__(self, builder: GraphBuilder) -> None:
+        self.node_names = [n.name for n in builder.nodes]
+        self._sources: list[list[int]] = []
+        self._targets: list[list[int]] = []
+        self.locations: list[tuple[int, int, bool]] = []  # (node, port, is_source)
+        for index, node in enumerate(builder.nodes):
+            self._targets.append([self._new_location(index, p, False) for p in range(node.inputs)])
+            self._sources.append([self._new_location(index, p, True) for p in range(node.outputs)])
+        self.is_target = [not is_source for (_, _, is_source) in self.locations]
+        self.target_locations = [loc for loc, t in enumerate(self.is_target) if t]
+
+        # One-step successors: source -> target along edges (identity), and
+        # target -> source through the node's internal summaries.
+        successors: list[list[tuple[int, PathSummary]]] = [[] for _ in self.locations]
+        for (sn, sp), (tn, tp) in builder.edges:
+            successors[self._sources[sn][sp]].append((self._targets[tn][tp], PathSummary()))
+        for index, node in enumerate(builder.nodes):
+            for i, row in enumerate(node.summary):
+                for j, cell in enumerate(row):
+                    for s in cell:
+                        successors[self._targets[index][i]].append((self._sources[index][j], s))
+        self._check_cycles(successors)
+
+        # Ψ by propagation from every location (paths of length >= 1 first, then identity).
+        self._psi: list[dict[int, Antichain]] = []
+        for start in range(len(self.locations)):
+            reached: dict[int, Antichain] = defaultdict(Antichain)
+            work: list[tuple[int, PathSummary]] = list(successors[start])
+            while work:
+                loc, summary = work.pop()
+                if reached[loc].insert(summary):
+                    work.extend((nxt, summary.then(s)) for nxt, s in successors[loc])
+            for summary in reached.get(start, Antichain()):
+                if not summary.advances:
+                    raise CycleError(
+                        f"a cycle through {self.describe(start)} does not strictly advance "
+                        f"time (summary {summary!r}); every cycle needs a feedback vertex"
+                    )
+            reached[start].insert(PathSummary())
+            self._psi.append(dict(reached))
+
+        # What the tracker needs: for each location, the targets it implies times at.
+        self.paths: list[list[tuple[int, tuple[PathSummary, ...]]]] = [
+            [(loc, tuple(ac)) for loc, ac in psi.items() if self.is_target[loc]]
+            for psi in self._psi
+        ]
+
+    def _new_location(self, node: int, port: int, is_source: bool) -> int:
+        self.locations.append((node, port, is_source))
+        return len(self.locations) - 1
+
+    def _check_cycles(self, successors: list[list[tuple[int, PathSummary]]]) -> None:
+        """Finds a cycle all of whose steps leave time unchanged, and names its operators."""
+        state = [0] * len(self.locations)  # 0 new, 1 on the stack, 2 done
+        for root in range(len(self.locations)):
+            if state[root]:
+                continue
+            stack: list[tuple[int, int]] = [(root, 0)]
+            path: list[int] = [root]
+            state[root] = 1
+            while stack:
+                loc, i = stack[-1]
+                steps = [n for n, s in successors[loc] if not s.advances]
+                if i < len(steps):
+                    stack[-1] = (loc, i + 1)
+                    nxt = steps[i]
+                    if state[nxt] == 1:
+                        cycle = path[path.index(nxt) :]
+                        names = []
+                        for loc2 in cycle:
+                            name = self.node_names[self.locations[loc2][0]]
+                            if not names or names[-1] != name:
+                                names.append(name)
+                        raise CycleError(
+                            "the dataflow has a cycle without a feedback vertex: "
+                            + " -> ".join(repr(n) for n in [*names, names[0]])
+                            + "; close loops with scope.feedback() inside a loop context"
+                        )
+                    if state[nxt] == 0:
+                        state[nxt] = 1
+                        stack.append((nxt, 0))
+                        path.append(nxt)
+                else:
+                    state[loc] = 2
+                    stack.pop()
+                    path.pop()
+
+    def source(self, node: int, port: int) -> int:
+        """The location id of output port ``port`` of ``node``."""
+        return self._sources[node][port]
+
+    def target(self, node: int, port: int) -> int:
+        """The location id of input port ``port`` of ``node``."""
+        return self._targets[node][port]
+
+    def summaries(self, l1: int, l2: int) -> Antichain:
+        """The minimal summaries of paths from ``l1`` to ``l2`` (empty if unreachable)."""
+        return self._psi[l1].get(l2, Antichain())
+
+    def could_result_in(self, t1: Any, l1: int, t2: Any, l2: int) -> bool:
+        """Whether pointstamp ``(t1, l1)`` could result in ``(t2, l2)`` (Naiad §2.3)."""
+        from naiad.progress.antichain import le
+
+        return any(le(s.apply(t1), t2) for s in self.summaries(l1, l2))
+
+    def describe(self, loc: int) -> str:
+        node, port, is_source = self.locations[loc]
+        kind = "output" if is_source else "input"
+        return f"{kind} {port} of {self.node_names[node]!r}"
+
+
+class Tracker:
+    """Pointstamp occurrence counts and the input frontier they imply at every target.
+
+    >>> g = GraphBuilder()
+    >>> src = g.add_node("input", 0, 1); sink = g.add_node("sink", 1, 0)
+    >>> g.add_edge((src, 0), (sink, 0))
+    >>> r = g.build(); tr = Tracker(r)
+    >>> tr.update(r.source(src, 0), 0, +1)           # the input holds a capability at 0
+    >>> tr.propagate() == [r.target(sink, 0)]
+    True
+    >>> tr.frontier(r.target(sink, 0)).frontier
+    [0]
+    >>> tr.update(r.source(src, 0), 1, +1); tr.update(r.source(src, 0), 0, -1)
+    >>> _ = tr.propagate(); tr.frontier(r.target(sink, 0)).frontier
+    [1]
+    """
+
+    def __init__(self, reachability: Reachability) -> None:
+        self.reachability = reachability
+        n = len(reachability.locations)
+        self._counts: list[dict[Any, int]] = [{} for _ in range(n)]
+        self._implications = [MutableAntichain() for _ in range(n)]
+        self._pending: dict[int, list[tuple[Any, int]]] = {}
+        self._paths = reachability.paths
+        self.active = 0  # pointstamps with a positive count
+
+    def update(self, loc: int, time: Any, delta: int) -> None:
+        """Adds ``delta`` to the count of pointstamp ``(loc, time)``; call :meth:`propagate`."""
+        counts = self._counts[loc]
+        old = counts.get(time, 0)
+        new = old + delta
+        if new:
+            counts[time] = new
+        else:
+            del counts[time]
+        if old <= 0 < new:
+            sign = 1
+            self.active += 1
+        elif new <= 0 < old:
+            sign = -1
+            self.active -= 1
+        else:
+            return
+        pending = self._pending
+        for target, summaries in self._paths[loc]:
+            bucket = pending.get(target)
+            if bucket is None:
+                bucket = pending[target] = []
+            for s in summaries:
+                bucket.append((time if s.is_identity else s.apply(time), sign))
+
+    def update_iter(self, changes: Iterable[tuple[tuple[int, Any], int]]) -> None:
+        for (loc, time), delta in changes:
+            self.update(loc, time, delta)
+
+    def propagate(self) -> list[int]:
+        """Folds pending changes into the implied frontiers; returns targets whose moved."""
+        if not self._pending:
+            return []
+        pending, self._pending = self._pending, {}
+        implications = self._implications
+        return [t for t, changes in pending.items() if implications[t].update_iter(changes)]
+
+    def frontier(self, target: int) -> MutableAntichain:
+        """The input frontier at ``target`` (valid after :meth:`propagate`)."""
+        return self._implications[target]
+
+    def pointstamps(self) -> list[tuple[int, Any, int]]:
+        """Every pointstamp with a nonzero count, as ``(location, time, count)``."""
+        return [(loc, t, c) for loc, counts in enumerate(self._counts) for t, c in counts.items()]
+
+    def is_idle(self) -> bool:
+        """Whether no pointstamp is active: nothing can happen any more."""
+        return self.active == 0
