@@ -8,6 +8,7 @@ worker and the time, so the message says where in the dataflow it happened.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 _NOTED = "_naiad_noted"
@@ -17,11 +18,11 @@ def annotate(exc: BaseException, operator: str, worker: int, doing: str, time: A
     """Adds one note naming where in the dataflow ``exc`` was raised (only the innermost)."""
     if getattr(exc, _NOTED, False):
         return
-    try:
+    with contextlib.suppress(AttributeError):  # an exception with __slots__ is noted anyway
         setattr(exc, _NOTED, True)
-    except AttributeError:  # exceptions with __slots__ cannot be marked; note anyway
-        pass
-    exc.add_note(f"naiad: raised in operator {operator!r} on worker {worker} {doing} at time {time!r}")
+    exc.add_note(
+        f"naiad: raised in operator {operator!r} on worker {worker} {doing} at time {time!r}"
+    )
 
 
 class DataflowStopped(RuntimeError):

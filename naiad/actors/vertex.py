@@ -61,7 +61,9 @@ class Vertex:
         raise NotImplementedError(f"{type(self).__name__} receives messages but has no on_recv")
 
     def on_notify(self, cap: Capability) -> None:
-        raise NotImplementedError(f"{type(self).__name__} requested a notification but has no on_notify")
+        raise NotImplementedError(
+            f"{type(self).__name__} requested a notification but has no on_notify"
+        )
 
     def on_frontier(self) -> None:
         """Called after an input frontier moved (only if overridden)."""
@@ -259,7 +261,8 @@ class VertexShard(Actor):
             current = self.current
             if current is None:
                 raise CapabilityError(
-                    f"operator {self.name!r}: notify_at({at!r}) outside a callback needs a capability"
+                    f"operator {self.name!r}: notify_at({at!r}) outside a callback "
+                    f"needs a capability"
                 )
             cap = current.delayed(at)
         if cap.time in self.pending:
@@ -272,8 +275,13 @@ class VertexShard(Actor):
         """Delivers, in time order, every requested notification no input can still precede;
         then tells the logic about frontier movement if it asked to hear of it."""
         if self.pending:
-            frontiers = self.frontiers
-            ready = [t for t in self.pending if not any(f.less_equal(t) for f in frontiers)]
+            ready = []
+            for t in self.pending:
+                for f in self.frontiers:
+                    if f.less_equal(t):
+                        break
+                else:
+                    ready.append(t)
             if ready:
                 ready.sort()
                 on_notify = self.logic.on_notify

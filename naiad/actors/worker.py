@@ -1,18 +1,21 @@
-"""The worker: a scheduler that runs vertex shards on one asyncio task.
+"""Workers: schedulers of vertex shards, and the task that drives a process's workers.
 
 Scheduling policy (Naiad §3.2): shards with messages in their mailbox run before shards that
 only have notifications or frontier changes to consider, which keeps queued data small. After
 every top-level activation the worker submits its progress batch (everything the activation
 and the deliveries on its stack produced and consumed) to the process's progress actor, whole.
 
-The worker yields to the event loop after a bounded number of activations, so that other
-workers, transports and the user's own coroutines share the loop even while a loop in the
-dataflow keeps this worker busy.
+The workers of one process share one event loop, so they gain nothing from separate tasks and
+would pay an event-loop wake-up every time one waits for another. One :class:`WorkerGroup`
+task steps them in turn instead (each keeps its own queues, progress batches and index), and
+yields to the event loop every few rounds so that transports and the user's coroutines share
+the loop even while a cycle in the dataflow keeps the workers busy.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -20,9 +23,13 @@ from typing import Any
 from naiad.actors.vertex import VertexShard
 from naiad.progress.change_batch import ChangeBatch
 
-# Activations between two yields to the event loop: large enough that the yield (a few µs)
-# is amortized, small enough that another worker on the loop waits at most a few ms.
-ACTIVATIONS_PER_YIELD = 256
+# Activations of one worker per round: a round-robin slice, so that one worker with a long
+# queue cannot starve the others.
+ACTIVATIONS_PER_ROUND = 64
+
+# The longest the group keeps the event loop between two yields. A yield costs a few µs; 1 ms
+# bounds the delay it adds to I/O and to the user's coroutines (probes, inputs).
+YIELD_INTERVAL_S = 0.001
 
 Submit = Callable[[int, list[tuple[Any, int]]], None]
 
@@ -30,16 +37,15 @@ Submit = Callable[[int, list[tuple[Any, int]]], None]
 class Worker:
     """One worker: its run queues, its progress batches, and its task."""
 
-    def __init__(self, index: int, peers: int, submit: Submit) -> None:
+    def __init__(self, index: int, peers: int, submit: Submit, group: WorkerGroup) -> None:
         self.index = index
         self.peers = peers
         self._submit = submit
+        self.group = group
         self.msg_queue: deque[VertexShard] = deque()
         self.notify_queue: deque[VertexShard] = deque()
         self.buffers: dict[int, ChangeBatch] = {}  # dataflow id -> progress batch
         self.stack_depth = 0
-        self._wakeup = asyncio.Event()
-        self._stopped = False
         self.activations = 0
 
     def buffer_for(self, dataflow: int) -> ChangeBatch:
@@ -56,16 +62,13 @@ class Worker:
         if not shard.msg_queued:
             shard.msg_queued = True
             self.msg_queue.append(shard)
-            self._wakeup.set()
+            self.group.wake()
 
     def schedule_notify(self, shard: VertexShard) -> None:
         if not shard.notify_queued:
             shard.notify_queued = True
             self.notify_queue.append(shard)
-            self._wakeup.set()
-
-    def wake(self) -> None:
-        self._wakeup.set()
+            self.group.wake()
 
     # --- progress ------------------------------------------------------------------------------
     def flush(self) -> None:
@@ -77,7 +80,7 @@ class Worker:
                     self._submit(dataflow, changes)
 
     # --- running -------------------------------------------------------------------------------
-    def step(self, budget: int = ACTIVATIONS_PER_YIELD) -> int:
+    def step(self, budget: int = ACTIVATIONS_PER_ROUND) -> int:
         """Runs up to ``budget`` activations, messages first; returns how many ran."""
         ran = 0
         msg_queue, notify_queue = self.msg_queue, self.notify_queue
@@ -101,17 +104,44 @@ class Worker:
     def has_work(self) -> bool:
         return bool(self.msg_queue or self.notify_queue)
 
+
+class WorkerGroup:
+    """The task that steps the workers of one process in turn."""
+
+    def __init__(self) -> None:
+        self.workers: list[Worker] = []
+        self._wakeup = asyncio.Event()
+        self._sleeping = False
+        self._stopped = False
+
+    def wake(self) -> None:
+        if self._sleeping:
+            self._sleeping = False
+            self._wakeup.set()
+
     async def run(self) -> None:
-        """The worker's task: step while there is work, sleep until woken otherwise."""
+        workers = self.workers
         wakeup = self._wakeup
+        clock = time.perf_counter
         while not self._stopped:
-            if self.msg_queue or self.notify_queue:
-                self.step()
+            deadline = clock() + YIELD_INTERVAL_S
+            busy = True
+            while busy and clock() < deadline:
+                busy = False
+                for worker in workers:
+                    if worker.msg_queue or worker.notify_queue:
+                        worker.step()
+                        busy = True
+                if self._stopped:
+                    return
+            if busy:
                 await asyncio.sleep(0)
             else:
+                self._sleeping = True
                 wakeup.clear()
                 await wakeup.wait()
 
     def stop(self) -> None:
         self._stopped = True
+        self._sleeping = False
         self._wakeup.set()

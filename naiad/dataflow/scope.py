@@ -98,7 +98,7 @@ class ScopeCore:
         self.parent = parent
         self.time_class = time_class
         self.name = name
-        self.depth = 0 if parent is None else parent.depth + 1
+        self.depth: int = 0 if parent is None else parent.depth + 1
 
     @property
     def index(self) -> int:
@@ -168,7 +168,9 @@ class ScopeCore:
         return node
 
     def connect(self, stream: StreamCore, node: int, port: int, pact: Pact | None = None) -> None:
-        self.build.edges.append(EdgeSpec((stream.node, stream.port), (node, port), pact or Pipeline()))
+        self.build.edges.append(
+            EdgeSpec((stream.node, stream.port), (node, port), pact or Pipeline())
+        )
 
 
 class StreamCore:

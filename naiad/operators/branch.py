@@ -18,7 +18,8 @@ class Branch(Vertex):
         self.predicate = predicate
 
     def on_recv(self, port: int, cap: Capability, batch: Any) -> None:
-        yes, no = [], []
+        yes: list[Any] = []
+        no: list[Any] = []
         predicate = self.predicate
         for record in batch:
             (yes if predicate(record) else no).append(record)

@@ -11,7 +11,9 @@ if TYPE_CHECKING:
     from naiad.operators.stream import Stream
 
 
-def filter_records(stream: Stream, predicate: Callable[[Any], bool], name: str = "filter") -> Stream:
+def filter_records(
+    stream: Stream, predicate: Callable[[Any], bool], name: str = "filter"
+) -> Stream:
     """Keeps the records for which ``predicate`` is true.
 
     >>> import naiad

@@ -89,9 +89,7 @@ def feedback(scope: Scope, step: int = 1, name: str = "feedback") -> tuple[Feedb
         retime: Callable[[Any], Any] = lambda t: t + step  # noqa: E731
     else:
         retime = lambda t: t.__class__(t.outer, t.inner + step)  # noqa: E731
-    node = scope.add_operator(
-        name, Retime(retime), [], summary=None, outputs=1
-    )
+    node = scope.add_operator(name, Retime(retime), [], summary=None, outputs=1)
     spec = scope.build.operators[node]
     spec.inputs = 1
     spec.summary = [[[PathSummary.feedback(step)]]]

@@ -41,10 +41,9 @@ def map_batch(stream: Stream, f: Callable[[Any], Any], name: str = "map_batch") 
     """Applies ``f`` to every batch as a whole (one call per batch).
 
     >>> import naiad, numpy as np
-    >>> build = lambda s: s.from_epochs([np.arange(3)]).map_batch(lambda a: a * 2).map(int).collect()
-    >>> naiad.run(build)
+    >>> doubled = lambda s: s.from_epochs([np.arange(3)]).map_batch(lambda a: a * 2)
+    >>> naiad.run(lambda s: doubled(s).map(int).collect())
     [[(0, 0), (0, 2), (0, 4)]]
     """
     node = stream.scope.add_operator(name, BatchFunction(f), [(stream, Pipeline())])
     return stream.derive(node)
-

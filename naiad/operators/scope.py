@@ -41,7 +41,9 @@ class Scope(ScopeCore):
         """A loop context nested in this scope; ``time_class`` is ``Product`` or ``Lex``."""
         return Scope(self.build, parent=self, time_class=time_class, name=name)
 
-    def feedback(self, step: int = 1, name: str = "feedback") -> tuple[loops.FeedbackHandle, Stream]:
+    def feedback(
+        self, step: int = 1, name: str = "feedback"
+    ) -> tuple[loops.FeedbackHandle, Stream]:
         """A feedback vertex advancing the loop counter by ``step``: ``(handle, stream)``."""
         return loops.feedback(self, step, name)
 

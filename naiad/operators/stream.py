@@ -65,7 +65,9 @@ class Stream(StreamCore):
         """The records of this stream and of ``others``."""
         return concat_op.concat(self, *others, name=name)
 
-    def branch(self, predicate: Callable[[Any], bool], name: str = "branch") -> tuple[Stream, Stream]:
+    def branch(
+        self, predicate: Callable[[Any], bool], name: str = "branch"
+    ) -> tuple[Stream, Stream]:
         """``(records where predicate holds, the others)``."""
         return branch_op.branch(self, predicate, name)
 
@@ -81,7 +83,9 @@ class Stream(StreamCore):
         """A handle on this stream's frontier (awaitable)."""
         return probe_op.probe(self, name)
 
-    def subscribe(self, callback: Callable[[Any, list[Any]], None], name: str = "subscribe") -> None:
+    def subscribe(
+        self, callback: Callable[[Any, list[Any]], None], name: str = "subscribe"
+    ) -> None:
         """``callback(time, records)`` once per completed time, in time order."""
         subscribe_op.subscribe(self, callback, name)
 

@@ -41,7 +41,9 @@ class SubscribeVertex(Vertex):
         else:
             # Integer epochs: every epoch before the frontier is complete, empty ones too.
             upto = lows[0] if lows else max(self.buffered, default=self.next_epoch - 1) + 1
-            complete = sorted({*range(self.next_epoch, upto), *(t for t in self.buffered if t < upto)})
+            complete = sorted(
+                {*range(self.next_epoch, upto), *(t for t in self.buffered if t < upto)}
+            )
             self.next_epoch = max(upto, self.next_epoch)
         for t in complete:
             self.callback(t, self.buffered.pop(t, []))

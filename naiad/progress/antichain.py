@@ -137,43 +137,48 @@ class MutableAntichain:
     def update_iter(self, updates: Iterable[tuple[Any, int]]) -> list[tuple[Any, int]]:
         """Applies the count changes; returns the frontier's changes (+1 added, -1 removed)."""
         counts = self._counts
+        frontier = self._frontier
         rebuild = False
         for t, delta in updates:
-            if not delta:
-                continue
             old = counts.get(t, 0)
             new = old + delta
             if new:
                 counts[t] = new
             else:
                 del counts[t]
+            if rebuild:
+                continue
             if old <= 0 < new:
                 # A newly present element matters only if nothing in the frontier precedes it.
-                if not rebuild and not self.less_equal(t):
-                    rebuild = True
-                elif not rebuild and t in self._frontier:
-                    rebuild = True
-            elif new <= 0 < old and not rebuild and t in self._frontier:
-                rebuild = True
+                rebuild = not self.less_equal(t)
+            elif new <= 0 < old:
+                rebuild = t in frontier
         if not rebuild:
             return []
-        old_frontier = self._frontier
-        self._frontier = _minimal(t for t, c in counts.items() if c > 0)
-        if old_frontier == self._frontier:
+        new_frontier = _minimal([t for t, c in counts.items() if c > 0])
+        if new_frontier == frontier:
             return []
-        changes = [(t, -1) for t in old_frontier if t not in self._frontier]
-        changes.extend((t, 1) for t in self._frontier if t not in old_frontier)
+        self._frontier = new_frontier
+        changes = [(t, -1) for t in frontier if t not in new_frontier]
+        changes.extend((t, 1) for t in new_frontier if t not in frontier)
         return changes
 
     def __repr__(self) -> str:
         return f"MutableAntichain(frontier={self._frontier!r})"
 
 
-def _minimal(elements: Iterable[Any]) -> list[Any]:
+def _minimal(elements: list[Any]) -> list[Any]:
     """The minimal elements, in the total (sort) order."""
+    if len(elements) <= 1:
+        return elements
+    if elements[0].__class__ is int:
+        return [min(elements)]
     result: list[Any] = []
     for t in sorted(elements):
         # Sorted by a linear extension: nothing later can precede an earlier element.
-        if not any(le(e, t) for e in result):
+        for e in result:
+            if e.less_equal(t):
+                break
+        else:
             result.append(t)
     return result

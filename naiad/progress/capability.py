@@ -80,10 +80,11 @@ class Capability:
 
     def _check(self) -> None:
         if not self._valid:
-            kind = "borrowed capability (retain() it to keep it)" if self._borrowed else "capability"
+            kind = (
+                "borrowed capability (retain() it to keep it)" if self._borrowed else "capability"
+            )
             raise CapabilityError(
-                f"operator {self._owner.name!r}: the {kind} for time {self.time} "
-                f"is no longer valid"
+                f"operator {self._owner.name!r}: the {kind} for time {self.time} is no longer valid"
             )
 
     def _check_time(self, time: Any) -> None:

@@ -160,7 +160,7 @@ class Reachability:
                     nxt = steps[i]
                     if state[nxt] == 1:
                         cycle = path[path.index(nxt) :]
-                        names = []
+                        names: list[str] = []
                         for loc2 in cycle:
                             name = self.node_names[self.locations[loc2][0]]
                             if not names or names[-1] != name:
@@ -226,7 +226,11 @@ class Tracker:
         self._counts: list[dict[Any, int]] = [{} for _ in range(n)]
         self._implications = [MutableAntichain() for _ in range(n)]
         self._pending: dict[int, list[tuple[Any, int]]] = {}
-        self._paths = reachability.paths
+        # Ψ for the hot path: per location, (target, compiled summaries; None = identity).
+        self._paths = [
+            [(target, tuple(s.compile() for s in summaries)) for target, summaries in paths]
+            for paths in reachability.paths
+        ]
         self.active = 0  # pointstamps with a positive count
 
     def update(self, loc: int, time: Any, delta: int) -> None:
@@ -251,8 +255,8 @@ class Tracker:
             bucket = pending.get(target)
             if bucket is None:
                 bucket = pending[target] = []
-            for s in summaries:
-                bucket.append((time if s.is_identity else s.apply(time), sign))
+            for apply in summaries:
+                bucket.append((time if apply is None else apply(time), sign))
 
     def update_iter(self, changes: Iterable[tuple[tuple[int, Any], int]]) -> None:
         for (loc, time), delta in changes:

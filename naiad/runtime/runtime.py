@@ -20,7 +20,7 @@ from typing import Any
 
 from naiad.actors.supervision import DataflowStopped
 from naiad.actors.vertex import VertexShard
-from naiad.actors.worker import Worker
+from naiad.actors.worker import Worker, WorkerGroup
 from naiad.dataflow.channels import Exchange, ExchangePusher, LocalPusher, Pipeline
 from naiad.dataflow.scope import BuildError, DataflowBuild
 from naiad.operators.input import InputVertex
@@ -96,11 +96,11 @@ class Runtime:
     >>> import asyncio, naiad
     >>> async def main():
     ...     async with naiad.Runtime(workers=2) as rt:
-    ...         df = rt.dataflow(lambda s: s.from_epochs([[1, 2, 3, 4]]).map(lambda x: -x).collect())
+    ...         df = rt.dataflow(lambda s: s.from_epochs([[1, 2, 3, 4]]).map(abs).collect())
     ...         await df.finished()
     ...     return sorted(r for part in df.results for _, r in part)
     >>> asyncio.run(main())
-    [-4, -3, -2, -1]
+    [1, 2, 3, 4]
     """
 
     def __init__(self, workers: int = 1, *, processes: int = 1, transport: str = "inproc") -> None:
@@ -116,7 +116,8 @@ class Runtime:
         self.workers: list[Worker] = []
         self.dataflows: dict[int, Dataflow] = {}
         self._ids = itertools.count()
-        self._tasks: list[asyncio.Task[None]] = []
+        self.group = WorkerGroup()
+        self._task: asyncio.Task[None] | None = None
         self._failure: BaseException | None = None
         self._started = False
 
@@ -140,22 +141,24 @@ class Runtime:
         if self._started:
             return
         self._started = True
-        self.workers = [Worker(i, self.worker_count, self.progress.submit) for i in range(self.worker_count)]
-        loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._run_worker(w)) for w in self.workers]
+        self.workers = [
+            Worker(i, self.worker_count, self.progress.submit, self.group)
+            for i in range(self.worker_count)
+        ]
+        self.group.workers = self.workers
+        self._task = asyncio.get_running_loop().create_task(self._drive())
 
-    async def _run_worker(self, worker: Worker) -> None:
+    async def _drive(self) -> None:
         try:
-            await worker.run()
+            await self.group.run()
         except Exception as exc:
             self._fail(exc)
 
     async def stop(self) -> None:
-        for worker in self.workers:
-            worker.stop()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks = []
+        self.group.stop()
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
 
     async def wait_idle(self) -> None:
         """Waits until every dataflow has completed; raises the first failure."""
@@ -168,8 +171,7 @@ class Runtime:
     def _fail(self, exc: BaseException) -> None:
         if self._failure is None:
             self._failure = exc
-        for worker in self.workers:
-            worker.stop()
+        self.group.stop()
         for dataflow in list(self.dataflows.values()):
             dataflow._fail(exc)
         self.dataflows.clear()
@@ -205,7 +207,9 @@ class Runtime:
             for p in range(op.outputs)
         ]
         dataflow_ref: list[Dataflow] = []
-        self.progress.register(ident, reachability, initial, lambda moved: dataflow_ref[0]._frontier_moved(moved))
+        self.progress.register(
+            ident, reachability, initial, lambda moved: dataflow_ref[0]._frontier_moved(moved)
+        )
         tracker = self.progress.tracker(ident)
 
         shards: list[list[VertexShard]] = []
@@ -216,7 +220,9 @@ class Runtime:
                 targets = [reachability.target(op.node, i) for i in range(op.inputs)]
                 sources = [reachability.source(op.node, p) for p in range(op.outputs)]
                 frontiers = [tracker.frontier(t) for t in targets]
-                row.append(VertexShard(worker, op.name, op.logic, targets, sources, frontiers, buffer))
+                row.append(
+                    VertexShard(worker, op.name, op.logic, targets, sources, frontiers, buffer)
+                )
             shards.append(row)
         self._wire(builds, shards, reachability)
         dataflow = Dataflow(self, ident, name, results, reachability, shards)
@@ -243,7 +249,9 @@ class Runtime:
                 location = reach.target(dst, in_port)
                 output = shards[w][src].outputs[out_port]
                 if isinstance(edge.pact, Pipeline) or self.worker_count == 1:
-                    output.pushers.append(LocalPusher(shards[w][dst], in_port, location, buffer, True))
+                    output.pushers.append(
+                        LocalPusher(shards[w][dst], in_port, location, buffer, True)
+                    )
                 elif isinstance(edge.pact, Exchange):
                     pushers = [
                         LocalPusher(shards[v][dst], in_port, location, buffer, v == w)
@@ -278,7 +286,7 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency where it installs
         return None
-    return uvloop.new_event_loop  # type: ignore[no-any-return]
+    return uvloop.new_event_loop
 
 
 def run_coroutine(coro: Coroutine[Any, Any, Any]) -> Any:

@@ -20,7 +20,7 @@ from naiad.progress.timestamp import (
     minimum_like,
 )
 
-SETTINGS = settings(max_examples=100, deadline=None, database=None)
+SETTINGS = settings(max_examples=60, deadline=None, database=None)
 
 small = st.integers(0, 6)
 prod1 = st.builds(Product, small, small)
