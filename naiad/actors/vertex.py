@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sized
 from typing import TYPE_CHECKING, Any, Protocol
 
-from naiad.actors.actor import Actor
+from naiad.actors.actor import MAX_CUT_THROUGH_DEPTH, Actor
 from naiad.actors.supervision import annotate
 from naiad.progress.antichain import MutableAntichain, le
 from naiad.progress.capability import Capability, CapabilityError
@@ -103,6 +103,17 @@ class Vertex:
     def peers(self) -> int:
         """The number of workers."""
         return self.shard.worker.peers
+
+
+class StatelessVertex(Vertex):
+    """A built-in that computes a batch and then sends it, keeping no state between calls.
+
+    Re-entering it is harmless (its function has returned before it sends), so it allows
+    re-entrancy up to the worker's cut-through stack cap: on a cycle, only the user's own
+    vertices' limits decide whether a message comes around on the sender's stack.
+    """
+
+    reentrancy = MAX_CUT_THROUGH_DEPTH
 
 
 def overrides(logic: Vertex, method: str) -> bool:

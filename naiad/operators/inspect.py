@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from naiad.actors.vertex import Vertex
+from naiad.actors.vertex import StatelessVertex
 from naiad.dataflow.channels import Pipeline
 from naiad.progress.capability import Capability
 
@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from naiad.operators.stream import Stream
 
 
-class InspectBatch(Vertex):
+class InspectBatch(StatelessVertex):
     def __init__(self, fn: Callable[[Any, Any], None]) -> None:
         self.fn = fn
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from naiad.actors.vertex import Vertex
+from naiad.actors.vertex import StatelessVertex
 from naiad.dataflow.channels import Pipeline
 from naiad.dataflow.scope import BuildError
 from naiad.progress.capability import Capability
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from naiad.operators.stream import Stream
 
 
-class Retime(Vertex):
+class Retime(StatelessVertex):
     """Forwards each batch at ``retime(time)``: the time its path summary allows."""
 
     def __init__(self, retime: Callable[[Any], Any]) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from naiad.actors.vertex import Vertex
+from naiad.actors.vertex import StatelessVertex
 from naiad.dataflow.channels import Pipeline
 from naiad.progress.capability import Capability
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from naiad.operators.stream import Stream
 
 
-class BatchFunction(Vertex):
+class BatchFunction(StatelessVertex):
     """Sends ``fn(batch)`` at the time of every batch received (stateless)."""
 
     def __init__(self, fn: Callable[[Any], Any]) -> None:

@@ -1,0 +1,178 @@
+"""Each API misuse of ARCHITECTURE.md's list raises a clear error naming operator and time,
+reaches the caller, and leaves the process able to run the next dataflow."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+import naiad
+from naiad import BuildError, CapabilityError, InputError
+
+
+def still_works() -> None:
+    assert naiad.run(lambda s: s.from_epochs([[1, 2]]).map(lambda x: x + 1).collect()) == [
+        [(0, 2), (0, 3)]
+    ]
+
+
+class SendsBackwards(naiad.Vertex):
+    def on_recv(self, port: int, cap: naiad.Capability, batch: Any) -> None:
+        self.send(cap.time - 1, batch)
+
+
+def test_sending_backwards_in_time_names_operator_and_times() -> None:
+    with pytest.raises(CapabilityError) as info:
+        naiad.run(lambda s: s.from_epochs([[], [], [7]]).unary(SendsBackwards(), name="Back"))
+    message = str(info.value)
+    assert "'Back'" in message and "backwards" in message
+    assert "time 1" in message and "time 2" in message
+    still_works()
+
+
+class KeepsBorrowed(naiad.Vertex):
+    """Keeps the borrowed capability of a message and uses it in a later callback."""
+
+    def __init__(self) -> None:
+        self.kept: naiad.Capability | None = None
+
+    def on_recv(self, port: int, cap: naiad.Capability, batch: Any) -> None:
+        if self.kept is None:
+            self.kept = cap
+        else:
+            self.send(self.kept, batch)
+
+
+def test_sending_with_a_released_capability_is_rejected() -> None:
+    with pytest.raises(CapabilityError) as info:
+        naiad.run(lambda s: s.from_epochs([[1], [2]]).unary(KeepsBorrowed(), name="Keeper"))
+    message = str(info.value)
+    assert "'Keeper'" in message and "time 0" in message and "retain()" in message
+    still_works()
+
+
+class SendsOutsideCallbacks(naiad.Vertex):
+    def on_recv(self, port: int, cap: naiad.Capability, batch: Any) -> None:
+        pass
+
+    def on_frontier(self) -> None:
+        self.send(5, [1])  # no callback capability here: a frontier change is not a message
+
+
+def test_sending_at_a_time_without_any_capability_is_rejected() -> None:
+    with pytest.raises(CapabilityError, match=r"'Loose'.*time 5.*needs a capability"):
+        naiad.run(lambda s: s.from_epochs([[1]]).unary(SendsOutsideCallbacks(), name="Loose"))
+    still_works()
+
+
+class Holder(naiad.Vertex):
+    def on_start(self, cap: naiad.Capability) -> None:
+        self.cap = cap.retain()
+
+    def on_recv(self, port: int, cap: naiad.Capability, batch: Any) -> None:
+        pass
+
+
+def test_a_capability_of_another_operator_is_rejected() -> None:
+    def build(s: naiad.Scope) -> None:
+        holder = Holder()
+        s.from_epochs([[1]]).unary(holder, name="Holder")
+
+        class UsesHolders(naiad.Vertex):
+            def on_recv(self, port: int, cap: naiad.Capability, batch: Any) -> None:
+                self.send(holder.cap, batch)
+
+        s.from_epochs([[1]]).unary(UsesHolders(), name="Borrower")
+
+    with pytest.raises(CapabilityError, match=r"'Borrower'.*belongs to operator 'Holder'"):
+        naiad.run(build)
+    still_works()
+
+
+async def test_advancing_an_input_backwards_is_rejected_and_loses_nothing() -> None:
+    async with naiad.Runtime() as rt:
+        handle, out = rt.dataflow(
+            lambda s: (lambda h, st: (h, st.collect()))(*s.new_input("words"))
+        ).results[0]
+        handle.send(["a"])
+        handle.advance_to(3)
+        with pytest.raises(InputError, match=r"'words'.*from epoch 3 to 1.*backwards"):
+            handle.advance_to(1)
+        handle.send(["b"])  # the handle still works at epoch 3
+        assert handle.epoch == 3
+    assert out == [(0, "a"), (3, "b")]
+
+
+async def test_sending_after_close_is_rejected() -> None:
+    async with naiad.Runtime() as rt:
+        handle, _ = rt.dataflow(lambda s: s.new_input("events")).results[0]
+        handle.close()
+        handle.close()  # idempotent
+        with pytest.raises(InputError, match="'events' is closed"):
+            handle.send([1])
+
+
+def test_feedback_that_does_not_advance_is_rejected() -> None:
+    def build(s: naiad.Scope) -> None:
+        with s.iterative() as loop:
+            loop.feedback(step=0, name="stuck")
+
+    with pytest.raises(BuildError, match=r"'stuck'.*at least 1"):
+        naiad.run(build)
+    still_works()
+
+
+def test_a_cycle_without_feedback_is_rejected_by_the_graph_builder() -> None:
+    g = naiad.progress.GraphBuilder()
+    a = g.add_node("A", 1, 1)
+    b = g.add_node("B", 1, 1)
+    g.add_edge((a, 0), (b, 0))
+    g.add_edge((b, 0), (a, 0))
+    with pytest.raises(naiad.CycleError, match=r"'A' -> 'B' -> 'A'|'B' -> 'A' -> 'B'"):
+        g.build()
+
+
+def test_an_unconnected_feedback_is_rejected() -> None:
+    def build(s: naiad.Scope) -> None:
+        with s.iterative() as loop:
+            loop.feedback(name="dangling")
+
+    with pytest.raises(BuildError, match="'dangling' was never connected"):
+        naiad.run(build)
+
+
+def test_streams_cannot_cross_scopes_without_enter_or_leave() -> None:
+    def build(s: naiad.Scope) -> None:
+        outer = s.from_epochs([[1]])
+        with s.iterative(name="inner") as loop:
+            handle, cycle = loop.feedback()
+            outer.concat(cycle)  # forgot .enter(loop)
+
+    with pytest.raises(BuildError, match=r"'concat'.*scope 'dataflow'.*'dataflow/inner'"):
+        naiad.run(build)
+
+
+def test_mismatched_dataflows_on_different_workers_are_rejected() -> None:
+    def build(s: naiad.Scope) -> None:
+        stream = s.from_epochs([[1]])
+        if s.index == 1:
+            stream = stream.map(lambda x: x)
+        stream.collect()
+
+    with pytest.raises(BuildError, match=r"worker 1 built a different dataflow.*'map'"):
+        naiad.run(build, workers=2)
+    still_works()
+
+
+def test_the_event_loop_survives_a_failed_runtime() -> None:
+    async def main() -> list[Any]:
+        with pytest.raises(CapabilityError):
+            async with naiad.Runtime() as rt:
+                rt.dataflow(lambda s: s.from_epochs([[], [1]]).unary(SendsBackwards()))
+        async with naiad.Runtime(workers=2) as rt:
+            df = rt.dataflow(lambda s: s.from_epochs([[1, 2, 3]]).collect())
+        return sorted(r for part in df.results for _, r in part)
+
+    assert asyncio.run(main()) == [1, 2, 3]

@@ -1,0 +1,86 @@
+"""An exception in user code stops the dataflow and reaches the caller as itself, with the
+user's own line in the traceback and a note naming the operator, the worker and the time."""
+
+from __future__ import annotations
+
+import traceback
+from typing import Any
+
+import pytest
+
+import naiad
+
+
+def explode(x: int) -> int:
+    if x == 3:
+        raise ZeroDivisionError("user bug on record 3")  # the user's own line
+    return x
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4])
+def test_user_exception_reaches_run_with_its_traceback(workers: int) -> None:
+    with pytest.raises(ZeroDivisionError) as info:
+        naiad.run(
+            lambda s: s.from_epochs([[1, 2], [3, 4]]).map(explode, name="Explode").collect(),
+            workers=workers,
+        )
+    frames = traceback.extract_tb(info.value.__traceback__)
+    assert any(f.name == "explode" and "user's own line" in (f.line or "") for f in frames)
+    notes = "\n".join(info.value.__notes__)
+    assert "'Explode'" in notes and "at time 1" in notes and "receiving a message" in notes
+
+
+class FailsOnNotify(naiad.Vertex):
+    def on_recv(self, port: int, cap: naiad.Capability, batch: Any) -> None:
+        self.notify_at(cap)
+
+    def on_notify(self, cap: naiad.Capability) -> None:
+        raise KeyError(f"missing state for {cap.time}")
+
+
+def test_exception_in_on_notify_is_noted_with_the_time() -> None:
+    with pytest.raises(KeyError) as info:
+        naiad.run(lambda s: s.from_epochs([[], [1]]).unary(FailsOnNotify(), name="Notified"))
+    assert "naiad: raised in operator 'Notified' on worker 0 being notified at time 1" in (
+        info.value.__notes__
+    )
+
+
+async def test_exception_reaches_awaiting_probe_and_runtime_exit() -> None:
+    with pytest.raises(ValueError, match="bad record") as info:
+        async with naiad.Runtime(workers=2) as rt:
+
+            def build(s: naiad.Scope) -> tuple[naiad.InputHandle, naiad.ProbeHandle]:
+                handle, stream = s.new_input()
+
+                def check(x: int) -> int:
+                    if x < 0:
+                        raise ValueError("bad record")
+                    return x
+
+                return handle, stream.map(check).probe()
+
+            df = rt.dataflow(build)
+            handle, probe = df.results[0]
+            handle.send([1, 2])
+            for h, _ in df.results:
+                h.advance_to(1)
+            await probe.wait(0)  # epoch 0 completes normally
+            handle.send([-1])
+            for h, _ in df.results:
+                h.advance_to(2)
+            with pytest.raises(ValueError, match="bad record"):
+                await probe.wait(1)
+    assert "map" in "\n".join(info.value.__notes__)
+
+
+def test_exception_while_starting_reaches_the_builder() -> None:
+    class BadStart(naiad.Vertex):
+        def on_start(self, cap: naiad.Capability) -> None:
+            raise RuntimeError("cannot open the source")
+
+    with pytest.raises(RuntimeError, match="cannot open the source") as info:
+        naiad.run(lambda s: s.from_epochs([[1]]).unary(BadStart(), name="Source"))
+    assert (
+        "naiad: raised in operator 'Source' on worker 0 starting at time 0" in info.value.__notes__
+    )
