@@ -147,7 +147,7 @@ def test_streams_cannot_cross_scopes_without_enter_or_leave() -> None:
     def build(s: naiad.Scope) -> None:
         outer = s.from_epochs([[1]])
         with s.iterative(name="inner") as loop:
-            handle, cycle = loop.feedback()
+            _, cycle = loop.feedback()
             outer.concat(cycle)  # forgot .enter(loop)
 
     with pytest.raises(BuildError, match=r"'concat'.*scope 'dataflow'.*'dataflow/inner'"):
