@@ -108,8 +108,9 @@ class Worker:
 class WorkerGroup:
     """The task that steps the workers of one process in turn."""
 
-    def __init__(self) -> None:
+    def __init__(self, after_round: Callable[[], None] = lambda: None) -> None:
         self.workers: list[Worker] = []
+        self.after_round = after_round  # called after every round (completion checks)
         self._wakeup = asyncio.Event()
         self._sleeping = False
         self._stopped = False
@@ -132,6 +133,7 @@ class WorkerGroup:
                     if worker.msg_queue or worker.notify_queue:
                         worker.step()
                         busy = True
+                self.after_round()
                 if self._stopped:
                     return
             if busy:

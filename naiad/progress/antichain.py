@@ -144,7 +144,7 @@ class MutableAntichain:
             new = old + delta
             if new:
                 counts[t] = new
-            else:
+            elif old:  # a zero delta for an absent element is a no-op
                 del counts[t]
             if rebuild:
                 continue

@@ -240,7 +240,7 @@ class Tracker:
         new = old + delta
         if new:
             counts[time] = new
-        else:
+        elif old:  # a zero delta for an absent pointstamp is a no-op
             del counts[time]
         if old <= 0 < new:
             sign = 1

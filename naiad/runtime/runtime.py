@@ -76,9 +76,25 @@ class Dataflow:
             for shard in self._by_node[locations[target][0]]:
                 if shard.pending or shard.wants_frontier:
                     shard.worker.schedule_notify(shard)
-        if self.runtime.progress.tracker(self.id).is_idle() and not self._complete.done():
-            self._complete.set_result(None)
-            self.runtime._dataflow_complete(self)
+        if self.runtime.progress.tracker(self.id).is_idle():
+            self.runtime._maybe_complete.add(self)
+            self.runtime.group.wake()  # the check runs after the driver's next round
+
+    def _try_complete(self) -> bool:
+        """Completes the dataflow if nothing is left: no pointstamp, and no shard with a
+        queued activation or a pending notification (a sink's notifications hold no count,
+        and the shards woken by the last frontier move must still run)."""
+        if self._complete.done():
+            return True
+        if not self.runtime.progress.tracker(self.id).is_idle():
+            return True  # became busy again: a later frontier move re-registers it
+        for per_worker in self.shards:
+            for shard in per_worker:
+                if shard.msg_queued or shard.notify_queued or shard.pending or shard.mailbox:
+                    return False
+        self._complete.set_result(None)
+        self.runtime._dataflow_complete(self)
+        return True
 
     def _fail(self, exc: BaseException) -> None:
         if not self._complete.done():
@@ -116,7 +132,8 @@ class Runtime:
         self.workers: list[Worker] = []
         self.dataflows: dict[int, Dataflow] = {}
         self._ids = itertools.count()
-        self.group = WorkerGroup()
+        self.group = WorkerGroup(self._check_completions)
+        self._maybe_complete: set[Dataflow] = set()
         self._task: asyncio.Task[None] | None = None
         self._failure: BaseException | None = None
         self._started = False
@@ -175,6 +192,10 @@ class Runtime:
         for dataflow in list(self.dataflows.values()):
             dataflow._fail(exc)
         self.dataflows.clear()
+
+    def _check_completions(self) -> None:
+        if self._maybe_complete:
+            self._maybe_complete = {df for df in self._maybe_complete if not df._try_complete()}
 
     def _dataflow_complete(self, dataflow: Dataflow) -> None:
         self.dataflows.pop(dataflow.id, None)
