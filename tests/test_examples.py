@@ -1,0 +1,133 @@
+"""The examples under ``examples/``, checked against plain-Python oracles on 1, 2 and 4 workers."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def _load(name: str) -> ModuleType:
+    """Imports ``examples/<name>.py`` (the examples are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(f"examples_{name}", EXAMPLES / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while being built
+    spec.loader.exec_module(module)
+    return module
+
+
+wordcount = _load("wordcount")
+distinct_count = _load("distinct_count")
+bfs_levels = _load("bfs_levels")
+
+WORKERS = [1, 2, 4]
+
+
+# --- wordcount -------------------------------------------------------------------------------
+
+
+def _wordcount_oracle(paragraphs: list[str]) -> dict[int, dict[str, int]]:
+    """Epoch -> {word of that epoch: running total up to and including it}."""
+    running: Counter[str] = Counter()
+    expected = {}
+    for epoch, paragraph in enumerate(paragraphs):
+        words = [w for line in paragraph.splitlines() for w in wordcount.tokenize(line)]
+        running.update(words)
+        expected[epoch] = {w: running[w] for w in set(words)}
+    return expected
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+def test_wordcount_matches_counter(workers: int) -> None:
+    text = wordcount.SAMPLE_TEXT
+    changes = wordcount.wordcount(text, workers)
+    assert changes == _wordcount_oracle(text)
+    everything = Counter(w for p in text for w in wordcount.tokenize(p))
+    assert wordcount.final_totals(changes) == dict(everything)
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+def test_wordcount_reports_empty_epochs(workers: int) -> None:
+    text = ["a b a", "", "b c\nc", "a"]  # epoch 1 has no input at all
+    changes = wordcount.wordcount(text, workers)
+    assert changes == {0: {"a": 2, "b": 1}, 1: {}, 2: {"b": 2, "c": 2}, 3: {"a": 3}}
+
+
+def test_wordcount_tokenize_and_key() -> None:
+    assert wordcount.tokenize("It was, the 'best' of TIMES;") == [
+        "it",
+        "was",
+        "the",
+        "best",
+        "of",
+        "times",
+    ]
+    assert wordcount.word_key("the") == 0x3C456DE6  # zlib.crc32: stable across runs
+
+
+def test_wordcount_script_runs() -> None:
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "wordcount.py"), "--workers", "2"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "epoch 0: 3 lines, 36 words" in out
+    assert "epoch 3:" in out
+    assert "most frequent: the=15, of=12, was=11, it=10" in out
+    assert out.index("epoch 0:") < out.index("epoch 1:") < out.index("final:")
+
+
+# --- distinct_count --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+def test_distinct_count_matches_oracle(workers: int) -> None:
+    epochs = distinct_count.sample_epochs(5, size=12, seed=1)
+    distinct, counts = distinct_count.distinct_count(epochs, workers)
+    for t, batch in enumerate(epochs):
+        assert sorted(distinct[t]) == sorted(set(batch))  # each distinct record exactly once
+        assert counts[t] == dict(Counter(batch))
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+def test_distinct_count_output0_precedes_epoch_end(workers: int) -> None:
+    batch = ["x", "y", "x", "z", "y", "x"]
+    out0, out1 = asyncio.run(distinct_count.open_epoch_demo(batch, workers))
+    assert sorted(out0) == ["x", "y", "z"]
+    assert out1 == []  # the counts wait for the epoch to complete
+
+
+# --- bfs_levels ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+@pytest.mark.parametrize("seed", [1, 10, 16])
+def test_bfs_levels_match_plain_bfs(workers: int, seed: int) -> None:
+    edges = bfs_levels.random_graph(40, 50, seed)
+    levels, notified = bfs_levels.bfs_levels(edges, root=0, workers=workers)
+    expected = bfs_levels.plain_bfs(edges, 0)
+    assert levels == expected
+    depth = max(expected.values())
+    for its in notified:  # at most one notification per iteration, in iteration order
+        assert its == sorted(set(its))
+        assert all(0 <= i <= depth + 1 for i in its)
+    # Every level's nodes were settled by a notification at that iteration.
+    assert set(expected.values()) <= {i for its in notified for i in its}
+
+
+def test_bfs_isolated_root() -> None:
+    levels, notified = bfs_levels.bfs_levels([(1, 2)], root=0, workers=2)
+    assert levels == {0: 0}
+    assert notified == [[0], []]
