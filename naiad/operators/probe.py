@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from naiad.actors.vertex import Vertex
 from naiad.dataflow.channels import Pipeline
-from naiad.progress.antichain import MutableAntichain
+from naiad.progress.antichain import Antichain, MutableAntichain
 from naiad.progress.capability import Capability
 
 if TYPE_CHECKING:
@@ -18,7 +19,7 @@ class ProbeVertex(Vertex):
     """Consumes and discards; its input frontier is what the handle reports."""
 
     def __init__(self) -> None:
-        self.handle = ProbeHandle(self)
+        self.handle = ProbeHandle(lambda: self.shard.frontiers[0])
 
     def on_recv(self, port: int, cap: Capability, batch: Any) -> None:
         pass
@@ -28,20 +29,22 @@ class ProbeVertex(Vertex):
 
 
 class ProbeHandle:
-    """The frontier of a probed stream, and waits on it.
+    """A frontier seen from outside the dataflow, and waits on it.
 
     ``less_equal(t)``: records at ``t`` may still appear; ``less_than(t)``: records at some
-    time before ``t`` may still appear (timely's usual step-while condition).
+    time before ``t`` may still appear (timely's usual step-while condition). A probe tracks
+    the frontier only: sinks on the same stream may run after ``wait`` returns (a
+    ``subscribe`` handle waits for its own callbacks instead).
     """
 
-    def __init__(self, vertex: ProbeVertex) -> None:
-        self._vertex = vertex
+    def __init__(self, frontier: Callable[[], MutableAntichain | Antichain]) -> None:
+        self._frontier = frontier
         self._waiters: list[tuple[Any, asyncio.Future[None]]] = []
         self._failure: BaseException | None = None
 
     @property
-    def frontier(self) -> MutableAntichain:
-        return self._vertex.shard.frontiers[0]
+    def frontier(self) -> MutableAntichain | Antichain:
+        return self._frontier()
 
     def less_equal(self, time: Any) -> bool:
         return self.frontier.less_equal(time)

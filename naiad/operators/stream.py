@@ -85,9 +85,10 @@ class Stream(StreamCore):
 
     def subscribe(
         self, callback: Callable[[Any, list[Any]], None], name: str = "subscribe"
-    ) -> None:
-        """``callback(time, records)`` once per completed time, in time order."""
-        subscribe_op.subscribe(self, callback, name)
+    ) -> probe_op.ProbeHandle:
+        """``callback(time, records)`` once per completed time, in time order; the handle's
+        ``wait(t)`` returns once the callbacks up to ``t`` have run on this worker."""
+        return subscribe_op.subscribe(self, callback, name)
 
     def collect(self, name: str = "collect") -> list[tuple[Any, Any]]:
         """A list filling with ``(time, record)`` pairs as times complete."""

@@ -1,10 +1,16 @@
 """``subscribe`` and ``collect``: a callback per completed time (Naiad §4.1's Subscribe).
 
 The vertex buffers what arrives per time and, whenever its input frontier moves, hands every
-time that can no longer receive records to the callback, in time order. For integer epochs
-every epoch the frontier passed is reported, with an empty list if nothing arrived in it, so
-a subscriber hears of each completed epoch. The callback runs on every worker, with that
+time that can no longer receive records to the callback, in time order, once. For integer
+epochs, an epoch in which nothing arrived is reported too (with an empty list) once the
+frontier is seen beyond it; when the stream ends, the frontier empties at once and epochs
+after the last one seen cannot be told apart from epochs that never existed, so only those
+with records are reported. The callback runs on every worker, with that
 worker's share of the records (exchange to one worker first to see them all in one place).
+
+``subscribe`` returns a :class:`~naiad.ProbeHandle` whose frontier moves only after the
+callbacks for the times before it have run on this worker, so a driver can
+``await handle.wait(epoch)`` for the callback itself, not merely for the stream's frontier.
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from naiad.actors.vertex import Vertex
 from naiad.dataflow.channels import Pipeline
+from naiad.operators.probe import ProbeHandle
+from naiad.progress.antichain import Antichain
 from naiad.progress.capability import Capability
 
 if TYPE_CHECKING:
@@ -21,10 +29,12 @@ if TYPE_CHECKING:
 
 
 class SubscribeVertex(Vertex):
-    def __init__(self, callback: Callable[[Any, list[Any]], None]) -> None:
+    def __init__(self, callback: Callable[[Any, list[Any]], None], minimum: Any) -> None:
         self.callback = callback
         self.buffered: dict[Any, list[Any]] = {}
         self.next_epoch: int | None = 0  # the first integer epoch not yet reported
+        self.reported = Antichain([minimum])  # the frontier as of the last callbacks
+        self.handle = ProbeHandle(lambda: self.reported)
 
     def on_recv(self, port: int, cap: Capability, batch: Any) -> None:
         records = self.buffered.get(cap.time)
@@ -47,6 +57,8 @@ class SubscribeVertex(Vertex):
             self.next_epoch = max(upto, self.next_epoch)
         for t in complete:
             self.callback(t, self.buffered.pop(t, []))
+        self.reported = Antichain(lows)
+        self.handle._check_waiters()
 
     def checkpoint(self) -> Any:
         return {"buffered": self.buffered, "next_epoch": self.next_epoch}
@@ -58,8 +70,9 @@ class SubscribeVertex(Vertex):
 
 def subscribe(
     stream: Stream, callback: Callable[[Any, list[Any]], None], name: str = "subscribe"
-) -> None:
-    """Calls ``callback(time, records)`` once per completed time, in time order.
+) -> ProbeHandle:
+    """Calls ``callback(time, records)`` once per completed time, in time order; returns a
+    handle whose ``wait(t)`` returns once the callbacks up to ``t`` have run here.
 
     >>> import naiad
     >>> seen = []
@@ -68,7 +81,9 @@ def subscribe(
     >>> seen
     [(0, [1]), (1, []), (2, [2, 3])]
     """
-    stream.scope.add_operator(name, SubscribeVertex(callback), [(stream, Pipeline())], outputs=0)
+    vertex = SubscribeVertex(callback, stream.scope.minimum())
+    stream.scope.add_operator(name, vertex, [(stream, Pipeline())], outputs=0)
+    return vertex.handle
 
 
 def collect(stream: Stream, name: str = "collect") -> list[tuple[Any, Any]]:

@@ -24,7 +24,7 @@ from naiad.actors.worker import Worker, WorkerGroup
 from naiad.dataflow.channels import Exchange, ExchangePusher, LocalPusher, Pipeline
 from naiad.dataflow.scope import BuildError, DataflowBuild
 from naiad.operators.input import InputVertex
-from naiad.operators.probe import ProbeVertex
+from naiad.operators.probe import ProbeHandle
 from naiad.operators.scope import Scope
 from naiad.progress.progress_actor import ProgressActor
 from naiad.progress.reachability import Reachability
@@ -102,8 +102,9 @@ class Dataflow:
             self._complete.exception()  # retrieved here; re-raised by finished()
         for per_worker in self.shards:
             for shard in per_worker:
-                if isinstance(shard.logic, ProbeVertex):
-                    shard.logic.handle._fail(exc)
+                handle = getattr(shard.logic, "handle", None)
+                if isinstance(handle, ProbeHandle):
+                    handle._fail(exc)
 
 
 class Runtime:

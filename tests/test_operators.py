@@ -1,0 +1,161 @@
+"""The stream operators against plain-Python oracles, on random epochs and 1, 2 and 4 workers."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from typing import Any
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import naiad
+
+epochs_of_ints = st.lists(st.lists(st.integers(-50, 50), max_size=12), min_size=1, max_size=5)
+workers_counts = st.sampled_from([1, 2, 4])
+
+
+def per_time(pairs: list[tuple[Any, Any]]) -> dict[Any, Counter[Any]]:
+    out: dict[Any, Counter[Any]] = {}
+    for t, r in pairs:
+        out.setdefault(t, Counter())[r] += 1
+    return out
+
+
+def gathered(results: list[Any]) -> dict[Any, Counter[Any]]:
+    return per_time([pair for part in results for pair in part])
+
+
+def expected(epochs: list[list[Any]], f: Any = lambda rs: rs) -> dict[Any, Counter[Any]]:
+    return {t: Counter(f(rs)) for t, rs in enumerate(epochs) if f(rs)}
+
+
+@settings(max_examples=25, deadline=None)
+@given(epochs_of_ints, workers_counts)
+def test_map_filter_flat_map(epochs: list[list[int]], workers: int) -> None:
+    def build(s: naiad.Scope) -> list[Any]:
+        return (
+            s.from_epochs(epochs)
+            .map(lambda x: x * 3)
+            .filter(lambda x: x % 2 == 0)
+            .flat_map(lambda x: [x, -x])
+            .collect()
+        )
+
+    want = expected(epochs, lambda rs: [y for x in rs if (x * 3) % 2 == 0 for y in (x * 3, -x * 3)])
+    assert gathered(naiad.run(build, workers=workers)) == want
+
+
+@settings(max_examples=25, deadline=None)
+@given(epochs_of_ints, workers_counts)
+def test_exchange_routes_by_key_and_loses_nothing(epochs: list[list[int]], workers: int) -> None:
+    def build(s: naiad.Scope) -> tuple[int, list[Any]]:
+        return s.index, s.from_epochs(epochs).exchange(lambda x: x).collect()
+
+    results = naiad.run(build, workers=workers)
+    for index, pairs in results:
+        assert all(r % workers == index for _, r in pairs)
+    assert gathered([pairs for _, pairs in results]) == expected(epochs)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.integers(0, 1000), min_size=1, max_size=200), workers_counts)
+def test_exchange_of_numpy_batches_by_vectorized_keys(values: list[int], workers: int) -> None:
+    data = np.array(values, dtype=np.int64)
+
+    def build(s: naiad.Scope) -> tuple[int, list[Any]]:
+        routed = s.from_epochs([data]).exchange(keys=lambda b: b // 3)
+        return s.index, routed.inspect_batch(lambda t, b: None).map_batch(
+            lambda b: b.tolist()
+        ).collect()
+
+    results = naiad.run(build, workers=workers)
+    for index, pairs in results:
+        assert all((r // 3) % workers == index for _, r in pairs)
+    assert sorted(r for _, pairs in results for _, r in pairs) == sorted(values)
+
+
+@settings(max_examples=20, deadline=None)
+@given(epochs_of_ints, epochs_of_ints, workers_counts)
+def test_concat_and_branch(a: list[list[int]], b: list[list[int]], workers: int) -> None:
+    def build(s: naiad.Scope) -> tuple[list[Any], list[Any]]:
+        merged = s.from_epochs(a).concat(s.from_epochs(b))
+        pos, neg = merged.branch(lambda x: x >= 0)
+        return pos.collect(), neg.collect()
+
+    results = naiad.run(build, workers=workers)
+    both = {
+        t: Counter(a[t] if t < len(a) else []) + Counter(b[t] if t < len(b) else [])
+        for t in range(max(len(a), len(b)))
+    }
+    want_pos = {t: Counter({x: c for x, c in cs.items() if x >= 0}) for t, cs in both.items()}
+    want_neg = {t: Counter({x: c for x, c in cs.items() if x < 0}) for t, cs in both.items()}
+    assert gathered([p for p, _ in results]) == {t: c for t, c in want_pos.items() if c}
+    assert gathered([n for _, n in results]) == {t: c for t, c in want_neg.items() if c}
+
+
+def test_inspect_sees_every_record_once() -> None:
+    seen: list[int] = []
+    naiad.run(lambda s: s.from_epochs([[1, 2], [3]]).inspect(seen.append).probe(), workers=2)
+    assert sorted(seen) == [1, 2, 3]
+
+
+@settings(max_examples=20, deadline=None)
+@given(epochs_of_ints, workers_counts)
+def test_subscribe_reports_every_epoch_once_in_order(epochs: list[list[int]], workers: int) -> None:
+    def build(s: naiad.Scope) -> list[tuple[int, list[int]]]:
+        calls: list[tuple[int, list[int]]] = []
+        s.from_epochs(epochs).subscribe(lambda t, rs: calls.append((t, rs)))
+        return calls
+
+    results = naiad.run(build, workers=workers)
+    for calls in results:
+        times = [t for t, _ in calls]
+        assert times == sorted(set(times))  # once each, in order
+        assert set(times) <= set(range(len(epochs)))
+    merged = Counter((t, r) for calls in results for t, rs in calls for r in rs)
+    assert merged == Counter((t, r) for t, rs in enumerate(epochs) for r in rs)
+
+
+async def test_subscribe_handle_waits_for_the_callbacks_themselves() -> None:
+    seen: list[int] = []
+
+    def slow(t: int, records: list[int]) -> None:
+        time.sleep(0.0001)
+        seen.append(t)
+
+    async with naiad.Runtime() as rt:
+
+        def build(s: naiad.Scope) -> tuple[naiad.InputHandle, list[naiad.ProbeHandle]]:
+            handle, stream = s.new_input()
+            return handle, [stream.subscribe(slow) for _ in range(200)]
+
+        handle, subscribed = rt.dataflow(build).results[0]
+        handle.send([1])
+        handle.advance_to(1)
+        await asyncio.gather(*(h.wait(0) for h in subscribed))
+        assert seen.count(0) == 200
+
+
+async def test_probe_reports_frontier_and_completion() -> None:
+    async with naiad.Runtime(workers=2) as rt:
+
+        def build(s: naiad.Scope) -> tuple[naiad.InputHandle, naiad.ProbeHandle]:
+            handle, stream = s.new_input()
+            return handle, stream.map(lambda x: x).probe()
+
+        df = rt.dataflow(build)
+        (h0, probe), (h1, _) = df.results
+        h0.send([1])
+        h0.advance_to(5)
+        assert probe.less_equal(0)  # worker 1 is still at epoch 0
+        h1.advance_to(2)
+        await probe.wait(1)
+        assert not probe.less_equal(1) and probe.less_equal(2) and probe.less_than(3)
+        h0.close()
+        h1.close()
+        await probe.wait()
+        assert probe.done()
+        await df.finished()
