@@ -283,25 +283,31 @@ class VertexShard(Actor):
         self.worker.schedule_notify(self)
 
     def deliver_notifications(self) -> None:
-        """Delivers, in time order, every requested notification no input can still precede;
-        then tells the logic about frontier movement if it asked to hear of it."""
-        if self.pending:
-            ready = []
-            for t in self.pending:
-                for f in self.frontiers:
+        """Delivers requested notifications no input can still precede, least time first;
+        then tells the logic about frontier movement if it asked to hear of it.
+
+        One at a time: a request made inside ``on_notify`` (say at 1, while 2 is also ready)
+        is an active pointstamp that precedes the later ones, so it is delivered first.
+        """
+        pending = self.pending
+        frontiers = self.frontiers
+        while pending:
+            ready = None
+            for t in pending:
+                if ready is not None and not t < ready:
+                    continue  # only a time earlier in the total order can come first
+                for f in frontiers:
                     if f.less_equal(t):
                         break
                 else:
-                    ready.append(t)
-            if ready:
-                ready.sort()
-                on_notify = self.logic.on_notify
-                for t in ready:
-                    cap = self.pending.pop(t)
-                    cap._borrowed = True
-                    self._call(on_notify, cap, "being notified", cap)
-                    cap._borrowed = False
-                    cap.drop()
+                    ready = t
+            if ready is None:
+                break
+            cap = pending.pop(ready)
+            cap._borrowed = True
+            self._call(self.logic.on_notify, cap, "being notified", cap)
+            cap._borrowed = False
+            cap.drop()
         if self.wants_frontier:
             self._call(self.logic.on_frontier, None, "observing its frontier", None)
 
