@@ -173,6 +173,15 @@ def test_mutable_antichain_negative_then_positive():
     assert m.frontier == [Product(1, 1)]
 
 
+def test_mutable_antichain_zero_delta_is_a_no_op():
+    m = MutableAntichain()
+    assert m.update_iter([(Product(0, 0), 0)]) == []
+    assert m.update_iter([(Product(1, 0), 1), (Product(0, 0), 0)]) == [(Product(1, 0), 1)]
+    assert m.update_iter([(Product(1, 0), 0)]) == []
+    assert m.frontier == [Product(1, 0)]
+    assert m.count_for(Product(0, 0)) == 0
+
+
 # --------------------------------------------------------------------------- ChangeBatch
 
 

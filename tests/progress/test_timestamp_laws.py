@@ -70,6 +70,11 @@ def random_like(t, rng: random.Random):
     return t.__class__(random_like(t.outer, rng), rng.randint(0, 6))
 
 
+def same(x, y) -> bool:
+    """Equal including classes: ``Product(1, 2) == Lex(1, 2)`` as tuples, reprs differ."""
+    return repr(x) == repr(y)
+
+
 def triples(name):
     s = ORDERS[name]
     return st.tuples(s, s, s)
@@ -159,23 +164,20 @@ def test_product_is_really_partial_and_lex_is_total_over_ints():
 def test_lattice_laws(name, data):
     a, b, c = data.draw(triples(name))
     # commutative
-    assert join(a, b) == join(b, a)
-    assert meet(a, b) == meet(b, a)
+    assert same(join(a, b), join(b, a))
+    assert same(meet(a, b), meet(b, a))
     # associative
-    assert join(join(a, b), c) == join(a, join(b, c))
-    assert meet(meet(a, b), c) == meet(a, meet(b, c))
+    assert same(join(join(a, b), c), join(a, join(b, c)))
+    assert same(meet(meet(a, b), c), meet(a, meet(b, c)))
     # idempotent
-    assert join(a, a) == a
-    assert meet(a, a) == a
+    assert same(join(a, a), a)
+    assert same(meet(a, a), a)
     # absorption
-    assert join(a, meet(a, b)) == a
-    assert meet(a, join(a, b)) == a
+    assert same(join(a, meet(a, b)), a)
+    assert same(meet(a, join(a, b)), a)
     # consistency with the order
-    assert less_equal(a, b) == (join(a, b) == b)
-    assert less_equal(a, b) == (meet(a, b) == a)
-    # results keep the shape
-    assert type(join(a, b)) is type(a)
-    assert type(meet(a, b)) is type(a)
+    assert less_equal(a, b) == same(join(a, b), b)
+    assert less_equal(a, b) == same(meet(a, b), a)
 
 
 @family_params(LATTICES)
