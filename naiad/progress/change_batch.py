@@ -9,7 +9,8 @@ the order invariant 2 of ``ARCHITECTURE.md`` requires for every batch that leave
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 
 class ChangeBatch:
@@ -25,16 +26,16 @@ class ChangeBatch:
 
     __slots__ = ("_updates",)
 
-    def __init__(self, updates: Iterable[tuple[Hashable, int]] = ()) -> None:
-        self._updates: dict[Hashable, int] = {}
+    def __init__(self, updates: Iterable[tuple[Any, int]] = ()) -> None:
+        self._updates: dict[Any, int] = {}
         for key, delta in updates:
             self.update(key, delta)
 
-    def update(self, key: Hashable, delta: int) -> None:
+    def update(self, key: Any, delta: int) -> None:
         updates = self._updates
         updates[key] = updates.get(key, 0) + delta
 
-    def extend(self, updates: Iterable[tuple[Hashable, int]]) -> None:
+    def extend(self, updates: Iterable[tuple[Any, int]]) -> None:
         for key, delta in updates:
             self.update(key, delta)
 
@@ -42,14 +43,14 @@ class ChangeBatch:
         """Whether no key has a nonzero sum."""
         return not any(self._updates.values())
 
-    def drain(self) -> list[tuple[Hashable, int]]:
+    def drain(self) -> list[tuple[Any, int]]:
         """Removes and returns the nonzero changes, positive ones first."""
         items = [(k, d) for k, d in self._updates.items() if d]
         self._updates = {}
         items.sort(key=lambda kd: kd[1] < 0)
         return items
 
-    def __iter__(self) -> Iterator[tuple[Hashable, int]]:
+    def __iter__(self) -> Iterator[tuple[Any, int]]:
         return ((k, d) for k, d in self._updates.items() if d)
 
     def __len__(self) -> int:

@@ -1,32 +1,64 @@
-"""The progress actor: one per process, owner of the trackers of its dataflows.
+"""The progress actor: one per process, owner of its dataflows' trackers, and its end of the
+distributed progress protocol (Naiad §3.3).
 
 Workers do not touch a tracker. Each worker accumulates the count changes of a callback (and
 of everything delivered on its stack) in a :class:`ChangeBatch` and submits the batch when the
-callback returns; the progress actor applies it whole (invariant 1), recomputes the frontiers
-it moved, and tells the runtime which input ports moved so that it can wake their vertices.
+callback returns. The progress actor applies batches whole (invariant 1): a worker's batch
+carries both the decrement for the message it consumed and the increments for what it
+produced, and no frontier is recomputed in the middle of a batch, so the counts never show a
+hole where a message could still appear (invariant 2).
 
-Because a worker's batch carries both the decrement for the message it consumed and the
-increments for what it produced, and no frontier is recomputed in the middle of a batch, the
-applied counts never show a hole where a message could still appear (invariant 2). With one
-process every worker's batch reaches the same tracker synchronously, so the local view is the
-global view; the distributed exchange between processes (Naiad §3.3) extends :meth:`submit`.
+With one process, a submitted batch is applied at once. With several, the actor keeps the
+*local view* of the global counts: its tracker holds every batch that has been broadcast, by
+any process, and received here. Local batches go to an outgoing buffer, which is broadcast to
+every process (itself included, by applying it locally) as one batch, positive updates first,
+numbered per (sender, receiver). Received batches are applied in sequence order: early ones
+wait in a reorder buffer, duplicates are dropped (invariant 3, whatever the transport).
+
+Local accumulation. Holding the outgoing buffer is always *safe*: it is a delayed broadcast
+of batches merged into one, and Naiad's safety argument allows any FIFO delay; everything a
+held increment could produce is still implied, in every view, by the broadcast pointstamp it
+descends from, whose decrement is held too. What holding may cost is *liveness*, so the
+buffer is flushed as soon as applying it could move a frontier: when some buffered update at
+``p`` would change whether ``p`` is active in the local view (a count crossing zero) while no
+other active pointstamp could-result-in ``p`` (Naiad's two conditions: ``p`` is dominated by
+another element of the local frontier, or its net count stays positive). The condition is
+re-checked whenever the local view or the buffer changes.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from naiad.progress.antichain import le
+from naiad.progress.change_batch import ChangeBatch
 from naiad.progress.reachability import Reachability, Tracker
 
+log = logging.getLogger(__name__)
+
 FrontierListener = Callable[[list[int]], None]
+Changes = list[tuple[tuple[int, Any], int]]
+# send(peer process, dataflow, sequence number, changes)
+Broadcast = Callable[[int, int, int, Changes], None]
 
 
 @dataclass
 class _Registered:
     tracker: Tracker
     on_change: FrontierListener
+    outgoing: ChangeBatch = field(default_factory=ChangeBatch)
+
+
+@dataclass
+class ProgressStats:
+    """Counts of progress traffic leaving this process (for Naiad Figure 6c)."""
+
+    batches_sent: int = 0
+    updates_sent: int = 0
+    batches_received: int = 0
 
 
 class ProgressActor:
@@ -43,12 +75,29 @@ class ProgressActor:
     (True, [1])
     """
 
-    def __init__(self, process: int = 0, processes: int = 1) -> None:
+    def __init__(
+        self,
+        process: int = 0,
+        processes: int = 1,
+        broadcast: Broadcast | None = None,
+        accumulate: bool = True,
+    ) -> None:
+        if processes > 1 and broadcast is None:
+            raise ValueError("a progress actor of a multi-process cluster needs a broadcast")
         self.process = process
         self.processes = processes
+        self.accumulate = accumulate
+        self._broadcast = broadcast
         self._dataflows: dict[int, _Registered] = {}
+        self._next_out = [0] * processes  # next sequence number to each peer
+        self._next_in = [0] * processes  # next sequence number expected from each peer
+        self._reorder: list[dict[int, tuple[int, Changes]]] = [{} for _ in range(processes)]
+        self._unbuilt: dict[int, list[Changes]] = {}  # batches for dataflows not built yet
+        self._finished: set[int] = set()
+        self.stats = ProgressStats()
         self.batches_applied = 0
 
+    # --- dataflows -----------------------------------------------------------------------------
     def register(
         self,
         dataflow: int,
@@ -56,27 +105,125 @@ class ProgressActor:
         initial: Iterable[tuple[tuple[int, Any], int]],
         on_change: FrontierListener,
     ) -> None:
-        """Starts tracking a dataflow from its initial capability counts."""
+        """Starts tracking a dataflow from its initial capability counts (the same in every
+        process, so no exchange is needed to agree on them)."""
         if dataflow in self._dataflows:
             raise ValueError(f"dataflow {dataflow} is already registered")
         tracker = Tracker(reachability)
         tracker.update_iter(initial)
+        for changes in self._unbuilt.pop(dataflow, []):
+            tracker.update_iter(changes)
         tracker.propagate()
         self._dataflows[dataflow] = _Registered(tracker, on_change)
 
     def unregister(self, dataflow: int) -> None:
-        self._dataflows.pop(dataflow, None)
+        """Stops tracking a completed dataflow; late batches for it are ignored."""
+        if self._dataflows.pop(dataflow, None) is not None:
+            self._finished.add(dataflow)
 
     def tracker(self, dataflow: int) -> Tracker:
         return self._dataflows[dataflow].tracker
 
+    def pending(self, dataflow: int) -> list[tuple[tuple[int, Any], int]]:
+        """The local updates not yet broadcast."""
+        return list(self._dataflows[dataflow].outgoing)
+
+    # --- local batches ---------------------------------------------------------------------------
     def submit(self, dataflow: int, changes: Iterable[tuple[tuple[int, Any], int]]) -> None:
-        """Applies one worker's progress batch whole, then reports the moved frontiers."""
+        """Takes one worker's progress batch (whole)."""
         registered = self._dataflows[dataflow]
+        if self.processes == 1:
+            tracker = registered.tracker
+            for (loc, time), delta in changes:
+                tracker.update(loc, time, delta)
+            self.batches_applied += 1
+            self._report(registered)
+            return
+        registered.outgoing.extend(changes)
+        if not self.accumulate or self._must_flush(registered):
+            self._flush(dataflow, registered)
+
+    def flush(self, dataflow: int) -> None:
+        """Broadcasts the held updates of ``dataflow`` now."""
+        registered = self._dataflows.get(dataflow)
+        if registered is not None and not registered.outgoing.is_empty():
+            self._flush(dataflow, registered)
+
+    def _flush(self, dataflow: int, registered: _Registered) -> None:
+        changes = registered.outgoing.drain()  # positives first
+        if not changes:
+            return
+        assert self._broadcast is not None
+        for peer in range(self.processes):
+            if peer != self.process:
+                seq = self._next_out[peer]
+                self._next_out[peer] = seq + 1
+                self._broadcast(peer, dataflow, seq, changes)
+        self.stats.batches_sent += 1
+        self.stats.updates_sent += len(changes)
         tracker = registered.tracker
         for (loc, time), delta in changes:
             tracker.update(loc, time, delta)
         self.batches_applied += 1
-        moved = tracker.propagate()
-        if moved or tracker.active == 0:
+        self._report(registered)
+
+    def _must_flush(self, registered: _Registered) -> bool:
+        tracker = registered.tracker
+        for (loc, time), delta in registered.outgoing:
+            count = tracker.count(loc, time)
+            if (count > 0) == (count + delta > 0):
+                continue  # p's activity does not change: no frontier can move because of it
+            if not self._dominated(tracker, loc, time):
+                return True
+        return False
+
+    @staticmethod
+    def _dominated(tracker: Tracker, loc: int, time: Any) -> bool:
+        """Whether an active pointstamp other than ``(loc, time)`` could-result-in it."""
+        reach = tracker.reachability
+        for other, t, count in tracker.active_pointstamps():
+            if count <= 0 or (other == loc and t == time):
+                continue
+            for s in reach.summaries(other, loc):
+                if le(s.apply(t), time):
+                    return True
+        return False
+
+    # --- remote batches --------------------------------------------------------------------------
+    def receive(self, sender: int, seq: int, dataflow: int, changes: Changes) -> None:
+        """Takes a batch broadcast by process ``sender``; applies batches in sequence order."""
+        expected = self._next_in[sender]
+        if seq < expected:
+            log.debug("progress: dropping duplicate batch %d from process %d", seq, sender)
+            return
+        if seq > expected:
+            self._reorder[sender][seq] = (dataflow, changes)
+            return
+        self._apply_remote(dataflow, changes)
+        expected += 1
+        waiting = self._reorder[sender]
+        while expected in waiting:
+            self._apply_remote(*waiting.pop(expected))
+            expected += 1
+        self._next_in[sender] = expected
+
+    def _apply_remote(self, dataflow: int, changes: Changes) -> None:
+        self.stats.batches_received += 1
+        registered = self._dataflows.get(dataflow)
+        if registered is None:
+            if dataflow not in self._finished:
+                self._unbuilt.setdefault(dataflow, []).append(changes)
+            return
+        tracker = registered.tracker
+        for (loc, time), delta in changes:
+            tracker.update(loc, time, delta)
+        self.batches_applied += 1
+        if not registered.outgoing.is_empty() and self._must_flush(registered):
+            self._flush(dataflow, registered)
+        else:
+            self._report(registered)
+
+    def _report(self, registered: _Registered) -> None:
+        moved = registered.tracker.propagate()
+        if moved or registered.tracker.active == 0:
             registered.on_change(moved)

@@ -274,6 +274,20 @@ class Tracker:
         """The input frontier at ``target`` (valid after :meth:`propagate`)."""
         return self._implications[target]
 
+    def count(self, loc: int, time: Any) -> int:
+        """The occurrence count of pointstamp ``(loc, time)`` in this view."""
+        return self._counts[loc].get(time, 0)
+
+    def active_pointstamps(self) -> list[tuple[int, Any, int]]:
+        """Every pointstamp with a positive count, as ``(location, time, count)``."""
+        return [
+            (loc, t, c)
+            for loc, counts in enumerate(self._counts)
+            if counts
+            for t, c in counts.items()
+            if c > 0
+        ]
+
     def pointstamps(self) -> list[tuple[int, Any, int]]:
         """Every pointstamp with a nonzero count, as ``(location, time, count)``."""
         return [(loc, t, c) for loc, counts in enumerate(self._counts) for t, c in counts.items()]

@@ -1,0 +1,228 @@
+"""The wire format: a fixed frame header, msgpack for structure, raw buffers for numpy arrays.
+
+A frame is a 32-byte header followed by ``length`` bytes of payload::
+
+    magic "NA" | version u8 | kind u8 | dataflow u32 | channel u32 | source u32 | target u32
+    | length u32 | seq u64                                        (little endian)
+
+``kind`` says what the payload holds: a data message (``DATA``: ``(time, batch)`` for channel
+``channel`` of dataflow ``dataflow`` from worker ``source`` to worker ``target``), a progress
+batch (``PROGRESS``), or a control message (``CONTROL``). ``seq`` numbers the frames of one
+kind from one process to another, so a receiver can detect loss and duplicates.
+
+Payloads never use pickle: records and times are msgpack values, with extension types for
+tuples, ``Product`` and ``Lex`` (so they come back as what was sent), and a numpy array is a
+small msgpack head (dtype, shape) followed by its raw bytes, decoded with ``np.frombuffer``
+(no per-element work; the decoded array is a read-only view of the received buffer).
+Anything else is rejected with an error naming its type.
+"""
+
+from __future__ import annotations
+
+import struct
+from enum import IntEnum
+from typing import Any, NamedTuple
+
+import msgpack
+import numpy as np
+
+from naiad.progress.timestamp import Lex, Product
+
+MAGIC = b"NA"
+VERSION = 1
+HEADER = struct.Struct("<2sBBIIIIIQ")
+HEADER_SIZE = HEADER.size  # 32
+
+# The largest payload a receiver accepts by default. Larger frames are rejected before their
+# body is read; 256 MiB holds a batch of 32M 8-byte records.
+MAX_PAYLOAD = 256 * 1024 * 1024
+
+_EXT_TUPLE = 1
+_EXT_PRODUCT = 2
+_EXT_LEX = 3
+
+_BATCH_LIST = 0
+_BATCH_ARRAY = 1
+
+
+class Kind(IntEnum):
+    DATA = 1
+    PROGRESS = 2
+    CONTROL = 3
+
+
+class FrameError(ValueError):
+    """A frame that does not follow the wire format."""
+
+
+class Header(NamedTuple):
+    kind: int
+    dataflow: int
+    channel: int
+    source: int
+    target: int
+    length: int
+    seq: int
+
+    def pack(self) -> bytes:
+        return HEADER.pack(
+            MAGIC,
+            VERSION,
+            self.kind,
+            self.dataflow,
+            self.channel,
+            self.source,
+            self.target,
+            self.length,
+            self.seq,
+        )
+
+
+def unpack_header(data: bytes | memoryview, max_payload: int = MAX_PAYLOAD) -> Header:
+    """Parses and validates a header.
+
+    >>> h = Header(Kind.DATA, 0, 3, 1, 2, 10, 7)
+    >>> unpack_header(h.pack()) == h
+    True
+    >>> unpack_header(b"XX" + h.pack()[2:])
+    Traceback (most recent call last):
+    ...
+    naiad.transport.codec.FrameError: bad frame magic b'XX'
+    """
+    if len(data) != HEADER_SIZE:
+        raise FrameError(f"a frame header has {HEADER_SIZE} bytes, got {len(data)}")
+    magic, version, kind, dataflow, channel, source, target, length, seq = HEADER.unpack(data)
+    if magic != MAGIC:
+        raise FrameError(f"bad frame magic {magic!r}")
+    if version != VERSION:
+        raise FrameError(f"unsupported frame version {version}")
+    if kind not in _KINDS:
+        raise FrameError(f"unknown frame kind {kind}")
+    if length > max_payload:
+        raise FrameError(f"frame of {length} bytes exceeds the limit of {max_payload}")
+    return Header(kind, dataflow, channel, source, target, length, seq)
+
+
+_KINDS = {int(k) for k in Kind}
+
+
+def _default(obj: Any) -> Any:
+    cls = obj.__class__
+    if cls is Product:
+        return msgpack.ExtType(_EXT_PRODUCT, packb([obj.outer, obj.inner]))
+    if cls is Lex:
+        return msgpack.ExtType(_EXT_LEX, packb([obj.outer, obj.inner]))
+    if cls is tuple:
+        return msgpack.ExtType(_EXT_TUPLE, packb(list(obj)))
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    raise TypeError(
+        f"cannot send a {cls.__module__}.{cls.__qualname__} between processes: records must "
+        f"be None, bool, int, float, str, bytes, lists, tuples, dicts or numpy arrays"
+    )
+
+
+def _ext_hook(code: int, data: bytes) -> Any:
+    if code == _EXT_TUPLE:
+        return tuple(unpackb(data))
+    if code == _EXT_PRODUCT:
+        outer, inner = unpackb(data)
+        return Product(outer, inner)
+    if code == _EXT_LEX:
+        outer, inner = unpackb(data)
+        return Lex(outer, inner)
+    raise FrameError(f"unknown msgpack extension type {code}")
+
+
+def packb(obj: Any) -> bytes:
+    """msgpack with tuples, ``Product`` and ``Lex`` preserved.
+
+    >>> unpackb(packb([("a", 1), Product(2, 3), {"k": None}]))
+    [('a', 1), Product(outer=2, inner=3), {'k': None}]
+    """
+    return msgpack.packb(obj, default=_default, strict_types=True, use_bin_type=True)
+
+
+def unpackb(data: bytes | memoryview) -> Any:
+    try:
+        return msgpack.unpackb(data, ext_hook=_ext_hook, raw=False, strict_map_key=False)
+    except FrameError:
+        raise
+    except Exception as exc:  # msgpack raises several types for malformed input
+        raise FrameError(f"malformed payload: {exc}") from exc
+
+
+def encode_message(time: Any, batch: Any) -> list[bytes | memoryview]:
+    """The payload parts of a data message (numpy arrays are not copied here).
+
+    >>> parts = encode_message(Product(0, 1), np.arange(3, dtype=np.int64))
+    >>> time, batch = decode_message(b"".join(parts))
+    >>> time, batch.tolist(), batch.dtype.name
+    (Product(outer=0, inner=1), [0, 1, 2], 'int64')
+    >>> decode_message(b"".join(encode_message(4, ["x", ("y", 2)])))
+    (4, ['x', ('y', 2)])
+    """
+    if isinstance(batch, np.ndarray) and batch.dtype.kind in "biufcmM":
+        array = np.ascontiguousarray(batch)
+        head = packb([time, _BATCH_ARRAY, array.dtype.str, list(array.shape)])
+        return [struct.pack("<I", len(head)), head, array.data.cast("B")]
+    if isinstance(batch, np.ndarray):
+        batch = batch.tolist()
+    head = packb([time, _BATCH_LIST, list(batch)])
+    return [struct.pack("<I", len(head)), head]
+
+
+def decode_message(payload: bytes | memoryview) -> tuple[Any, Any]:
+    """Inverse of :func:`encode_message`; raises :class:`FrameError` on malformed input."""
+    view = memoryview(payload)
+    if len(view) < 4:
+        raise FrameError("data payload shorter than its length prefix")
+    (head_len,) = struct.unpack_from("<I", view)
+    if head_len > len(view) - 4:
+        raise FrameError(f"data head of {head_len} bytes overruns the payload")
+    head = unpackb(view[4 : 4 + head_len])
+    if not isinstance(head, list) or len(head) < 3:
+        raise FrameError("malformed data head")
+    time, kind = head[0], head[1]
+    if kind == _BATCH_LIST:
+        if len(view) != 4 + head_len or not isinstance(head[2], list):
+            raise FrameError("malformed list batch")
+        return time, head[2]
+    if kind == _BATCH_ARRAY and len(head) == 4:
+        try:
+            dtype = np.dtype(head[2])
+            shape = tuple(int(n) for n in head[3])
+        except (TypeError, ValueError) as exc:
+            raise FrameError(f"malformed array head: {exc}") from exc
+        if dtype.kind not in "biufcmM" or any(n < 0 for n in shape):
+            raise FrameError(f"unsupported array {dtype} {shape}")
+        body = view[4 + head_len :]
+        expected = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+        if len(body) != expected:
+            raise FrameError(f"array body has {len(body)} bytes, expected {expected}")
+        return time, np.frombuffer(body, dtype=dtype).reshape(shape)
+    raise FrameError(f"unknown batch kind {kind!r}")
+
+
+def encode_changes(changes: list[tuple[tuple[int, Any], int]]) -> bytes:
+    """A progress batch: ``[((location, time), delta), ...]``."""
+    return packb([[loc, time, delta] for (loc, time), delta in changes])
+
+
+def decode_changes(payload: bytes | memoryview) -> list[tuple[tuple[int, Any], int]]:
+    rows = unpackb(payload)
+    if not isinstance(rows, list):
+        raise FrameError("malformed progress batch")
+    out = []
+    for row in rows:
+        if not (isinstance(row, list) and len(row) == 3):
+            raise FrameError("malformed progress update")
+        loc, time, delta = row
+        if not (isinstance(loc, int) and isinstance(delta, int)) or isinstance(delta, bool):
+            raise FrameError("malformed progress update")
+        out.append(((loc, time), delta))
+    return out
