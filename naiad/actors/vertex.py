@@ -287,21 +287,21 @@ class VertexShard(Actor):
         then tells the logic about frontier movement if it asked to hear of it.
 
         One at a time: a request made inside ``on_notify`` (say at 1, while 2 is also ready)
-        is an active pointstamp that precedes the later ones, so it is delivered first.
+        is an active pointstamp that precedes the later ones, so it is delivered first. But
+        only up to the greatest time ready when the activation began: later requests wait for
+        the next activation, so that queued messages run first (a source without inputs
+        would otherwise emit all its epochs in one activation).
         """
         pending = self.pending
-        frontiers = self.frontiers
+        limit = None
         while pending:
-            ready = None
-            for t in pending:
-                if ready is not None and not t < ready:
-                    continue  # only a time earlier in the total order can come first
-                for f in frontiers:
-                    if f.less_equal(t):
-                        break
-                else:
-                    ready = t
+            ready = self._least_ready()
             if ready is None:
+                break
+            if limit is None:
+                limit = max(t for t in pending if not self._blocked(t))
+            elif limit < ready:
+                self.worker.schedule_notify(self)
                 break
             cap = pending.pop(ready)
             cap._borrowed = True
@@ -310,6 +310,20 @@ class VertexShard(Actor):
             cap.drop()
         if self.wants_frontier:
             self._call(self.logic.on_frontier, None, "observing its frontier", None)
+
+    def _blocked(self, t: Any) -> bool:
+        for f in self.frontiers:
+            if f.less_equal(t):
+                return True
+        return False
+
+    def _least_ready(self) -> Any:
+        """The least pending time (in the total order) that no input can still precede."""
+        ready = None
+        for t in self.pending:
+            if (ready is None or t < ready) and not self._blocked(t):
+                ready = t
+        return ready
 
     def _call(self, fn: Any, arg: Any, doing: str, cap: Capability | None) -> None:
         worker = self.worker

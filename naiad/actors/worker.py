@@ -80,11 +80,13 @@ class Worker:
                     self._submit(dataflow, changes)
 
     # --- running -------------------------------------------------------------------------------
-    def step(self, budget: int = ACTIVATIONS_PER_ROUND) -> int:
-        """Runs up to ``budget`` activations, messages first; returns how many ran."""
+    def step(self, budget: int = ACTIVATIONS_PER_ROUND, deadline: float = float("inf")) -> int:
+        """Runs up to ``budget`` activations, messages first, stopping early once the clock
+        passes ``deadline``; returns how many ran."""
         ran = 0
         msg_queue, notify_queue = self.msg_queue, self.notify_queue
-        while ran < budget:
+        clock = time.perf_counter
+        while ran < budget and (ran == 0 or clock() < deadline):
             if msg_queue:
                 shard = msg_queue.popleft()
                 shard.msg_queued = False
@@ -131,7 +133,7 @@ class WorkerGroup:
                 busy = False
                 for worker in workers:
                     if worker.msg_queue or worker.notify_queue:
-                        worker.step()
+                        worker.step(ACTIVATIONS_PER_ROUND, deadline)
                         busy = True
                 self.after_round()
                 if self._stopped:

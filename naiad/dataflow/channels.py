@@ -64,12 +64,15 @@ class Exchange(Pact):
             raise ValueError(
                 f"exchange keys returned {len(workers)} routes for a batch of {len(batch)}"
             )
+        if peers < 256:
+            workers = workers.astype(np.uint8)  # numpy sorts uint8 by radix: ~2x faster
         if isinstance(batch, list):
-            return [
-                (w, [batch[i] for i in np.flatnonzero(workers == w)])
-                for w in range(peers)
-                if (workers == w).any()
-            ]
+            out = []
+            for w in range(peers):
+                indices = np.flatnonzero(workers == w).tolist()
+                if indices:
+                    out.append((w, [batch[i] for i in indices]))
+            return out
         # Columnar batches (numpy arrays and anything indexable by an index array): one stable
         # sort by destination, then contiguous slices.
         order = np.argsort(workers, kind="stable")

@@ -1,0 +1,17 @@
+"""naiad's benchmarks: ``python -m benchmarks NAME [--quick]``; ``--list`` lists them.
+
+Each benchmark is one module with a ``main(argv)`` that measures naiad beside its floor or
+peers in the same run and prints, as the last line of stdout, one JSON object
+(``/work/shared/BENCHMARKS.md``).
+"""
+
+from __future__ import annotations
+
+BENCHMARKS: dict[str, str] = {
+    "coordination": "Naiad §5.2: one notification round per iteration of an empty cyclic "
+    "dataflow (workers 1 and 2) vs the asyncio queue ping-pong round trip",
+    "exchange": "Naiad §5.1: all-to-all exchange of int64 numpy batches vs bare asyncio "
+    "queues with the same partitioning",
+    "wordcount": "Zipf word count: naiad (1 and 2 workers) vs collections.Counter vs bytewax",
+}
+"""Name -> one-line description; the module ``benchmarks.<name>`` defines ``main(argv)``."""
