@@ -760,8 +760,8 @@ def run_plan(
     budgets = random.Random(budget_seed)
     step = Worker.step
 
-    def random_step(self: Worker, budget: int = 64) -> int:
-        return step(self, budgets.choice((1, 1, 2, 3, budget)))
+    def random_step(self: Worker, budget: int = 64, deadline: float = float("inf")) -> int:
+        return step(self, budgets.choice((1, 1, 2, 3, budget)), deadline)
 
     with mock.patch.object(Worker, "step", random_step):
         run_coroutine(drive(plan, oracle, workers))
