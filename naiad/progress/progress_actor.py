@@ -19,11 +19,12 @@ Local accumulation. Holding the outgoing buffer is always *safe*: it is a delaye
 of batches merged into one, and Naiad's safety argument allows any FIFO delay; everything a
 held increment could produce is still implied, in every view, by the broadcast pointstamp it
 descends from, whose decrement is held too. What holding may cost is *liveness*, so the
-buffer is flushed as soon as applying it could move a frontier: when some buffered update at
-``p`` would change whether ``p`` is active in the local view (a count crossing zero) while no
-other active pointstamp could-result-in ``p`` (Naiad's two conditions: ``p`` is dominated by
-another element of the local frontier, or its net count stays positive). The condition is
-re-checked whenever the local view or the buffer changes.
+buffer is held only while every update in it is an increment (withholding one never keeps a
+frontier from moving) or a decrement of a pointstamp that another active pointstamp of the
+local view could-result-in (retiring it moves no frontier): Naiad's two conditions. Anything
+else flushes the whole buffer. The condition is re-checked whenever the local view or the
+buffer changes. A decrement whose count stays positive in the local view is *not* holdable:
+other processes may hold decrements of the same pointstamp, and together they retire it.
 """
 
 from __future__ import annotations
@@ -170,10 +171,7 @@ class ProgressActor:
     def _must_flush(self, registered: _Registered) -> bool:
         tracker = registered.tracker
         for (loc, time), delta in registered.outgoing:
-            count = tracker.count(loc, time)
-            if (count > 0) == (count + delta > 0):
-                continue  # p's activity does not change: no frontier can move because of it
-            if not self._dominated(tracker, loc, time):
+            if delta < 0 and not self._dominated(tracker, loc, time):
                 return True
         return False
 

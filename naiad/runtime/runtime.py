@@ -1,114 +1,70 @@
-"""The runtime: workers on one event loop, dataflows built on every worker, supervision.
+"""The runtime: the processes of a cluster, dataflows built on every worker, supervision.
 
-``Runtime(workers=N)`` runs N workers (one asyncio task each) in this process with one
-progress actor. ``rt.dataflow(build)`` calls ``build(scope)`` once per worker, checks that
-every worker declared the same graph, registers the logical graph with the progress actor,
-creates every worker's vertex shards and channels, and starts them. It is asyncio-native
+``Runtime(workers=W)`` runs W workers in this process, on this event loop, with one
+progress actor. ``Runtime(workers=W, processes=P, transport="tcp")`` makes this process one
+of P that run the same program (launching the other P - 1 itself unless ``naiad run`` or the
+environment already did: ``launch.py``); ``transport="inproc"`` simulates P processes inside
+this one, through the same codec and protocol, which is how a cluster is tested without
+sockets. ``rt.dataflow(build)`` calls ``build(scope)`` once per local worker, checks that
+every worker (and every process) declared the same graph, and starts it. It is asyncio-native
 (``async with``, awaitable probes); :func:`run` serves synchronous scripts.
 
-Supervision: the first exception raised in a callback stops every worker; it is re-raised,
-as the same object with the user's own line in its traceback, to whoever awaits the runtime
-(``__aexit__``, ``Dataflow.finished``, a probe).
+Supervision: the first exception raised in a callback, or a peer's failure, stops every
+worker; it is re-raised, as the same object with the user's own line in its traceback, to
+whoever awaits the runtime (``__aexit__``, ``Dataflow.finished``, a probe).
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import socket
+import subprocess
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 from naiad.actors.supervision import DataflowStopped
-from naiad.actors.vertex import VertexShard
-from naiad.actors.worker import Worker, WorkerGroup
-from naiad.dataflow.channels import Exchange, ExchangePusher, LocalPusher, Pipeline
 from naiad.dataflow.scope import BuildError, DataflowBuild
-from naiad.operators.input import InputVertex
-from naiad.operators.probe import ProbeHandle
 from naiad.operators.scope import Scope
-from naiad.progress.progress_actor import ProgressActor
-from naiad.progress.reachability import Reachability
+from naiad.runtime import launch
+from naiad.runtime.process import ClusterError, Instance, Process
+from naiad.transport.base import Transport
+from naiad.transport.inproc import InProcNetwork
 
 Build = Callable[[Scope], Any]
+TRANSPORTS = ("inproc", "tcp")
 
 
 class Dataflow:
-    """One dataflow, running on every worker: what ``build`` returned, and its completion."""
+    """One dataflow, running on every local worker: what ``build`` returned, and completion."""
 
     def __init__(
-        self,
-        runtime: Runtime,
-        ident: int,
-        name: str,
-        results: list[Any],
-        reachability: Reachability,
-        shards: list[list[VertexShard]],
+        self, ident: int, name: str, results: list[Any], instances: list[Instance]
     ) -> None:
-        self.runtime = runtime
         self.id = ident
         self.name = name
         self.results = results
-        """What the build function returned, per worker index."""
-        self.reachability = reachability
-        self.shards = shards  # [worker][node]
-        self._by_node = [[shards[w][n] for w in range(len(shards))] for n in range(len(shards[0]))]
-        self._complete: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        """What the build function returned, per local worker (in global worker order)."""
+        self.instances = instances
 
     @property
     def done(self) -> bool:
         """Whether every pointstamp is retired: nothing can happen in this dataflow any more."""
-        return self._complete.done()
+        return all(i.complete.done() for i in self.instances)
 
     async def finished(self) -> None:
         """Waits until the dataflow completes (all inputs closed and drained)."""
-        await asyncio.shield(self._complete)
+        for instance in self.instances:
+            await asyncio.shield(instance.complete)
 
     def close_inputs(self) -> None:
-        """Closes every input handle of every worker that is still open."""
-        for per_worker in self.shards:
-            for shard in per_worker:
-                if isinstance(shard.logic, InputVertex):
-                    shard.logic.handle.close()
-
-    def _frontier_moved(self, moved: list[int]) -> None:
-        locations = self.reachability.locations
-        for target in moved:
-            for shard in self._by_node[locations[target][0]]:
-                if shard.pending or shard.wants_frontier:
-                    shard.worker.schedule_notify(shard)
-        if self.runtime.progress.tracker(self.id).is_idle():
-            self.runtime._maybe_complete.add(self)
-            self.runtime.group.wake()  # the check runs after the driver's next round
-
-    def _try_complete(self) -> bool:
-        """Completes the dataflow if nothing is left: no pointstamp, and no shard with a
-        queued activation or a pending notification (a sink's notifications hold no count,
-        and the shards woken by the last frontier move must still run)."""
-        if self._complete.done():
-            return True
-        if not self.runtime.progress.tracker(self.id).is_idle():
-            return True  # became busy again: a later frontier move re-registers it
-        for per_worker in self.shards:
-            for shard in per_worker:
-                if shard.msg_queued or shard.notify_queued or shard.pending or shard.mailbox:
-                    return False
-        self._complete.set_result(None)
-        self.runtime._dataflow_complete(self)
-        return True
-
-    def _fail(self, exc: BaseException) -> None:
-        if not self._complete.done():
-            self._complete.set_exception(exc)
-            self._complete.exception()  # retrieved here; re-raised by finished()
-        for per_worker in self.shards:
-            for shard in per_worker:
-                handle = getattr(shard.logic, "handle", None)
-                if isinstance(handle, ProbeHandle):
-                    handle._fail(exc)
+        """Closes every input handle of every local worker that is still open."""
+        for instance in self.instances:
+            instance.close_inputs()
 
 
 class Runtime:
-    """N workers on this event loop, and the dataflows they run.
+    """The workers of this process (or of a simulated cluster), and the dataflows they run.
 
     >>> import asyncio, naiad
     >>> async def main():
@@ -120,28 +76,64 @@ class Runtime:
     [1, 2, 3, 4]
     """
 
-    def __init__(self, workers: int = 1, *, processes: int = 1, transport: str = "inproc") -> None:
-        if workers < 1:
-            raise ValueError(f"workers must be at least 1, got {workers}")
-        if processes != 1 or transport != "inproc":
-            raise NotImplementedError(
-                f"processes={processes}, transport={transport!r}: this runtime runs one "
-                f"process on the in-process transport"
+    def __init__(
+        self,
+        workers: int | None = None,
+        *,
+        processes: int | None = None,
+        transport: str | None = None,
+        accumulate: bool = True,
+        connect_timeout: float = 30.0,
+    ) -> None:
+        member = launch.member_from_env()
+        if member is not None:
+            for given, known, what in (
+                (workers, member.workers, "workers"),
+                (processes, member.processes, "processes"),
+            ):
+                if given is not None and given != known:
+                    raise launch.LaunchError(
+                        f"Runtime({what}={given}) disagrees with the cluster this process "
+                        f"was launched into ({what}={known})"
+                    )
+            if transport not in (None, "tcp"):
+                raise launch.LaunchError(f"a launched cluster member uses tcp, not {transport!r}")
+            workers, processes, transport = member.workers, member.processes, "tcp"
+        workers = 1 if workers is None else workers
+        processes = 1 if processes is None else processes
+        transport = "inproc" if transport is None else transport
+        if workers < 1 or processes < 1:
+            raise ValueError(
+                f"workers and processes must be at least 1 (got {workers}, {processes})"
             )
+        if transport not in TRANSPORTS:
+            raise ValueError(f"transport must be one of {TRANSPORTS}, not {transport!r}")
         self.worker_count = workers
-        self.progress = ProgressActor()
-        self.workers: list[Worker] = []
+        self.process_count = processes
+        self.transport = transport
+        self.accumulate = accumulate
+        self.connect_timeout = connect_timeout
+        self._member = member
+        self.processes: list[Process] = []
         self.dataflows: dict[int, Dataflow] = {}
         self._ids = itertools.count()
-        self.group = WorkerGroup(self._check_completions)
-        self._maybe_complete: set[Dataflow] = set()
-        self._task: asyncio.Task[None] | None = None
         self._failure: BaseException | None = None
         self._started = False
+        self._children: list[subprocess.Popen[bytes]] = []
+
+    @property
+    def peers(self) -> int:
+        """The number of workers in the whole cluster."""
+        return self.worker_count * self.process_count
+
+    @property
+    def workers(self) -> list[Any]:
+        """The workers of the local processes."""
+        return [w for p in self.processes for w in p.workers]
 
     # --- lifecycle ---------------------------------------------------------------------------
     async def __aenter__(self) -> Runtime:
-        self.start()
+        await self.start()
         return self
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
@@ -151,137 +143,139 @@ class Runtime:
                     dataflow.close_inputs()
                 await self.wait_idle()
         finally:
-            await self.stop()
+            await self.stop(graceful=exc_type is None and self._failure is None)
         if exc_type is None and self._failure is not None:
             raise self._failure
 
-    def start(self) -> None:
+    async def start(self) -> None:
         if self._started:
             return
         self._started = True
-        self.workers = [
-            Worker(i, self.worker_count, self.progress.submit, self.group)
-            for i in range(self.worker_count)
+        transports = self._transports()
+        self.processes = [
+            Process(self, index, self.process_count, self.worker_count, t, self.accumulate)
+            for index, t in transports
         ]
-        self.group.workers = self.workers
-        self._task = asyncio.get_running_loop().create_task(self._drive())
-
-    async def _drive(self) -> None:
         try:
-            await self.group.run()
-        except Exception as exc:
-            self._fail(exc)
+            await asyncio.gather(*(p.connect() for p in self.processes))
+        except BaseException:
+            await self._reap_children(kill=True)
+            raise
+        for process in self.processes:
+            process.start(self._fail)
 
-    async def stop(self) -> None:
-        self.group.stop()
-        if self._task is not None:
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+    def _transports(self) -> list[tuple[int, Transport | None]]:
+        if self.process_count == 1:
+            return [(0, None)]
+        if self.transport == "inproc":
+            network = InProcNetwork(self.process_count)
+            return list(enumerate(network.endpoints))
+        from naiad.transport.tcp import TcpTransport
+
+        member = self._member
+        listen: socket.socket | None = None
+        if member is None:  # launch the other processes of the cluster ourselves
+            listeners = launch.bind_listeners(self.process_count)
+            secret = launch.read_secret() or launch.new_secret()
+            self._children = launch.spawn(
+                launch.script_argv(),
+                self.process_count,
+                self.worker_count,
+                listeners,
+                secret,
+                range(1, self.process_count),
+            )
+            addresses = [s.getsockname()[:2] for s in listeners]
+            for s in listeners[1:]:
+                s.close()
+            index, listen = 0, listeners[0]
+        else:
+            index, addresses, secret = member.process, member.addresses, member.secret
+            if member.listen_fd is not None:
+                listen = socket.socket(fileno=member.listen_fd)
+        transport = TcpTransport(
+            index,
+            self.process_count,
+            addresses,
+            secret,
+            listen_sock=listen,
+            connect_timeout=self.connect_timeout,
+        )
+        return [(index, transport)]
+
+    async def stop(self, graceful: bool = False) -> None:
+        for process in self.processes:
+            await process.stop()
+        if graceful:
+            await asyncio.gather(*(p.leave(self.connect_timeout) for p in self.processes))
+        else:
+            for process in self.processes:
+                if process.transport is not None:
+                    await process.transport.close()
+        await self._reap_children(kill=not graceful)
+
+    async def _reap_children(self, kill: bool) -> None:
+        failed = []
+        for index, child in enumerate(self._children, start=1):
+            if kill and child.poll() is None:
+                child.kill()
+            code = await asyncio.to_thread(child.wait)
+            if code != 0:
+                failed.append(f"process {index} exited with status {code}")
+        self._children = []
+        if failed and self._failure is None and not kill:
+            self._failure = ClusterError("; ".join(failed))
+            raise self._failure
 
     async def wait_idle(self) -> None:
         """Waits until every dataflow has completed; raises the first failure."""
         while self.dataflows:
             dataflow = next(iter(self.dataflows.values()))
             await dataflow.finished()
+            self.dataflows.pop(dataflow.id, None)
         if self._failure is not None:
             raise self._failure
 
     def _fail(self, exc: BaseException) -> None:
         if self._failure is None:
             self._failure = exc
-        self.group.stop()
-        for dataflow in list(self.dataflows.values()):
-            dataflow._fail(exc)
+        for process in self.processes:
+            process.fail(exc)
         self.dataflows.clear()
 
-    def _check_completions(self) -> None:
-        if self._maybe_complete:
-            self._maybe_complete = {df for df in self._maybe_complete if not df._try_complete()}
-
-    def _dataflow_complete(self, dataflow: Dataflow) -> None:
-        self.dataflows.pop(dataflow.id, None)
-        self.progress.unregister(dataflow.id)
-        for worker in self.workers:
-            worker.forget(dataflow.id)
+    def _instance_complete(self, instance: Instance) -> None:
+        dataflow = self.dataflows.get(instance.id)
+        if dataflow is not None and dataflow.done:
+            self.dataflows.pop(instance.id, None)
 
     # --- building --------------------------------------------------------------------------
     def dataflow(self, build: Build, name: str = "dataflow") -> Dataflow:
-        """Builds ``build(scope)`` on every worker and starts it; returns the dataflow."""
+        """Builds ``build(scope)`` on every local worker and starts it; returns the dataflow."""
         if not self._started:
             raise RuntimeError("use the runtime inside 'async with Runtime(...)'")
         if self._failure is not None:
             raise DataflowStopped("the runtime has stopped after an error") from self._failure
         ident = next(self._ids)
-        builds, results = [], []
-        for worker in self.workers:
-            spec = DataflowBuild(ident, name, worker.index, self.worker_count)
-            results.append(build(Scope(spec, name=name)))
-            spec.check_complete()
-            builds.append(spec)
-        _check_same(builds)
-        reachability = builds[0].graph().build()
-
-        minimum = {op.node: op.scope.minimum() for op in builds[0].operators}
-        initial = [
-            ((reachability.source(op.node, p), minimum[op.node]), self.worker_count)
-            for op in builds[0].operators
-            if op.initial_capability
-            for p in range(op.outputs)
-        ]
-        dataflow_ref: list[Dataflow] = []
-        self.progress.register(
-            ident, reachability, initial, lambda moved: dataflow_ref[0]._frontier_moved(moved)
-        )
-        tracker = self.progress.tracker(ident)
-
-        shards: list[list[VertexShard]] = []
-        for worker, spec in zip(self.workers, builds, strict=True):
-            buffer = worker.buffer_for(ident)
-            row = []
-            for op in spec.operators:
-                targets = [reachability.target(op.node, i) for i in range(op.inputs)]
-                sources = [reachability.source(op.node, p) for p in range(op.outputs)]
-                frontiers = [tracker.frontier(t) for t in targets]
-                row.append(
-                    VertexShard(worker, op.name, op.logic, targets, sources, frontiers, buffer)
-                )
-            shards.append(row)
-        self._wire(builds, shards, reachability)
-        dataflow = Dataflow(self, ident, name, results, reachability, shards)
-        dataflow_ref.append(dataflow)
-        self.dataflows[ident] = dataflow
-
-        for spec, row in zip(builds, shards, strict=True):
-            for op, shard in zip(spec.operators, row, strict=True):
-                if op.initial_capability:
-                    shard.start(minimum[op.node])
-                if shard.wants_frontier:
-                    shard.worker.schedule_notify(shard)
-        for worker in self.workers:
-            worker.flush()
+        per_process: list[list[DataflowBuild]] = []
+        results: list[Any] = []
+        for process in self.processes:
+            builds = []
+            for worker in process.workers:
+                spec = DataflowBuild(ident, name, worker.index, self.peers)
+                results.append(build(Scope(spec, name=name)))
+                spec.check_complete()
+                builds.append(spec)
+            per_process.append(builds)
+        _check_same([b for builds in per_process for b in builds])
+        reachability = per_process[0][0].graph().build()
+        instances = []
+        for process, builds in zip(self.processes, per_process, strict=True):
+            process.announce(ident, name, builds[0])
+            instances.append(process.instantiate(ident, name, builds, reachability))
+        dataflow = Dataflow(ident, name, results, instances)
+        if not dataflow.done:
+            self.dataflows[ident] = dataflow
         return dataflow
-
-    def _wire(
-        self, builds: list[DataflowBuild], shards: list[list[VertexShard]], reach: Reachability
-    ) -> None:
-        for w, (worker, spec) in enumerate(zip(self.workers, builds, strict=True)):
-            buffer = worker.buffer_for(spec.dataflow)
-            for edge in spec.edges:
-                (src, out_port), (dst, in_port) = edge.source, edge.target
-                location = reach.target(dst, in_port)
-                output = shards[w][src].outputs[out_port]
-                if isinstance(edge.pact, Pipeline) or self.worker_count == 1:
-                    output.pushers.append(
-                        LocalPusher(shards[w][dst], in_port, location, buffer, True)
-                    )
-                elif isinstance(edge.pact, Exchange):
-                    pushers = [
-                        LocalPusher(shards[v][dst], in_port, location, buffer, v == w)
-                        for v in range(self.worker_count)
-                    ]
-                    output.pushers.append(ExchangePusher(edge.pact, pushers))
-                else:
-                    raise BuildError(f"unknown channel kind {edge.pact!r}")
 
 
 def _check_same(builds: list[DataflowBuild]) -> None:
@@ -317,9 +311,16 @@ def run_coroutine(coro: Coroutine[Any, Any, Any]) -> Any:
         return runner.run(coro)
 
 
-def run(build: Build, workers: int = 1, name: str = "dataflow") -> list[Any]:
-    """Builds ``build(scope)`` on ``workers`` workers, runs it to completion, and returns
-    what ``build`` returned on each worker. Inputs left open are closed first.
+def run(
+    build: Build,
+    workers: int | None = None,
+    name: str = "dataflow",
+    *,
+    processes: int | None = None,
+    transport: str | None = None,
+) -> list[Any]:
+    """Builds ``build(scope)`` on every worker, runs it to completion, and returns what
+    ``build`` returned on each local worker. Inputs left open are closed first.
 
     >>> import naiad
     >>> naiad.run(lambda s: s.from_epochs([["x", "y"]]).map(str.upper).collect())
@@ -327,7 +328,7 @@ def run(build: Build, workers: int = 1, name: str = "dataflow") -> list[Any]:
     """
 
     async def main() -> list[Any]:
-        async with Runtime(workers) as rt:
+        async with Runtime(workers, processes=processes, transport=transport) as rt:
             dataflow = rt.dataflow(build, name)
         return dataflow.results
 

@@ -1,0 +1,155 @@
+"""Cluster configuration and local process launching.
+
+A naiad cluster is P processes running the same program (as timely does): each builds the
+same dataflows and drives its own workers' inputs; worker ``w`` of process ``p`` has global
+index ``p * W + w``. A process learns its role from the environment, set by ``naiad run`` or
+by a ``Runtime(processes=P, transport="tcp")`` that launches the others:
+
+``NAIAD_PROCESS`` / ``NAIAD_PROCESSES`` / ``NAIAD_WORKERS``: its index, the cluster size and
+the workers per process; ``NAIAD_ADDRESSES``: ``host:port`` of every process, comma
+separated; ``NAIAD_SECRET`` (or ``NAIAD_SECRET_FILE``): the cluster secret that members prove
+they know; ``NAIAD_LISTEN_FD``: a listening socket the launcher bound for this process (so no
+port can be taken between choosing it and listening on it).
+
+Local launches bind loopback sockets; a secret is generated when none is given.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+ENV_PROCESS = "NAIAD_PROCESS"
+ENV_PROCESSES = "NAIAD_PROCESSES"
+ENV_WORKERS = "NAIAD_WORKERS"
+ENV_ADDRESSES = "NAIAD_ADDRESSES"
+ENV_SECRET = "NAIAD_SECRET"
+ENV_SECRET_FILE = "NAIAD_SECRET_FILE"
+ENV_LISTEN_FD = "NAIAD_LISTEN_FD"
+
+
+class LaunchError(RuntimeError):
+    """The cluster could not be configured or started."""
+
+
+@dataclass
+class Member:
+    """This process's place in a TCP cluster, as read from the environment."""
+
+    process: int
+    processes: int
+    workers: int
+    addresses: list[tuple[str, int]]
+    secret: bytes
+    listen_fd: int | None
+
+
+def parse_addresses(text: str) -> list[tuple[str, int]]:
+    """``"h1:p1,h2:p2"`` (or one per line) as ``[(h1, p1), (h2, p2)]``.
+
+    >>> parse_addresses("127.0.0.1:5000, [::1]:5001")
+    [('127.0.0.1', 5000), ('::1', 5001)]
+    """
+    out = []
+    for item in text.replace("\n", ",").split(","):
+        item = item.strip()
+        if not item or item.startswith("#"):
+            continue
+        host, sep, port = item.rpartition(":")
+        if not sep or not port.isdigit():
+            raise LaunchError(f"address {item!r} is not host:port")
+        out.append((host.strip("[]"), int(port)))
+    return out
+
+
+def read_secret(env: os._Environ[str] | dict[str, str] = os.environ) -> bytes | None:
+    if env.get(ENV_SECRET):
+        return env[ENV_SECRET].encode()
+    if env.get(ENV_SECRET_FILE):
+        return Path(env[ENV_SECRET_FILE]).read_bytes().strip()
+    return None
+
+
+def member_from_env(env: os._Environ[str] | dict[str, str] = os.environ) -> Member | None:
+    """This process's membership, if it was launched as part of a cluster."""
+    if ENV_PROCESS not in env:
+        return None
+    try:
+        process = int(env[ENV_PROCESS])
+        processes = int(env[ENV_PROCESSES])
+        workers = int(env.get(ENV_WORKERS, "1"))
+    except (KeyError, ValueError) as exc:
+        raise LaunchError(f"incomplete cluster environment: {exc}") from exc
+    addresses = parse_addresses(env.get(ENV_ADDRESSES, ""))
+    if len(addresses) != processes:
+        raise LaunchError(
+            f"{ENV_ADDRESSES} lists {len(addresses)} addresses for {processes} processes"
+        )
+    secret = read_secret(env)
+    if secret is None:
+        raise LaunchError(f"a cluster member needs {ENV_SECRET} or {ENV_SECRET_FILE}")
+    fd = env.get(ENV_LISTEN_FD)
+    return Member(process, processes, workers, addresses, secret, int(fd) if fd else None)
+
+
+def bind_listeners(count: int, host: str = "127.0.0.1") -> list[socket.socket]:
+    """``count`` listening sockets on free ports of ``host``."""
+    sockets = []
+    for _ in range(count):
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, 0))
+        sock.listen(128)
+        sockets.append(sock)
+    return sockets
+
+
+def spawn(
+    argv: Sequence[str],
+    processes: int,
+    workers: int,
+    listeners: list[socket.socket],
+    secret: bytes,
+    indices: Sequence[int],
+) -> list[subprocess.Popen[bytes]]:
+    """Starts ``python argv`` once for each process index in ``indices``."""
+    addresses = ",".join(f"{s.getsockname()[0]}:{s.getsockname()[1]}" for s in listeners)
+    children = []
+    for index in indices:
+        fd = listeners[index].fileno()
+        env = dict(os.environ)
+        env.update(
+            {
+                ENV_PROCESS: str(index),
+                ENV_PROCESSES: str(processes),
+                ENV_WORKERS: str(workers),
+                ENV_ADDRESSES: addresses,
+                ENV_SECRET: secret.decode(),
+                ENV_LISTEN_FD: str(fd),
+            }
+        )
+        env.pop(ENV_SECRET_FILE, None)
+        children.append(subprocess.Popen([sys.executable, *argv], env=env, pass_fds=[fd]))
+    return children
+
+
+def new_secret() -> bytes:
+    return secrets.token_hex(32).encode()
+
+
+def script_argv() -> list[str]:
+    """How to run this program again in another process (for self-launching runtimes)."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if not path or not sys.argv or sys.argv[0] in ("-c", "") or not Path(sys.argv[0]).exists():
+        raise LaunchError(
+            "Runtime(processes>1, transport='tcp') runs this program once in every process; "
+            "run it as a script file (python script.py) or with 'naiad run SCRIPT -n P'"
+        )
+    return [sys.argv[0], *sys.argv[1:]]

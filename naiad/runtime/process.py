@@ -1,0 +1,460 @@
+"""One naiad process: its workers, their driver task, its progress actor, its transport end,
+and the local part of every dataflow (Naiad §3, Figure 5).
+
+Workers of the same process exchange messages through shared memory (the shard's mailbox);
+messages for workers of other processes are encoded and sent as DATA frames, progress batches
+as PROGRESS frames, and the processes check with CONTROL frames that they built the same
+dataflows. Frames are validated as they arrive: anything that does not fit (a dataflow,
+channel or worker that cannot be, a location out of range, a data frame out of sequence) is
+logged and stops the runtime with an error that names the peer, instead of being applied.
+Frames for a dataflow this process has not built yet are kept until it is (workers may build
+at different moments).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from naiad.actors.vertex import VertexShard
+from naiad.actors.worker import Worker, WorkerGroup
+from naiad.dataflow.channels import Exchange, ExchangePusher, LocalPusher, Pipeline
+from naiad.dataflow.scope import BuildError, DataflowBuild
+from naiad.operators.input import InputVertex
+from naiad.operators.probe import ProbeHandle
+from naiad.progress.change_batch import ChangeBatch
+from naiad.progress.progress_actor import Changes, ProgressActor
+from naiad.progress.reachability import Reachability
+from naiad.transport.base import Transport
+from naiad.transport.codec import (
+    FrameError,
+    Header,
+    Kind,
+    decode_changes,
+    decode_message,
+    encode_changes,
+    encode_message,
+    packb,
+    unpackb,
+)
+
+if TYPE_CHECKING:
+    from naiad.runtime.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+
+class ClusterError(RuntimeError):
+    """A peer process failed, left, or sent something that cannot be applied."""
+
+
+class RemotePusher:
+    """Pushes to a worker of another process: counts the message, then sends a DATA frame."""
+
+    __slots__ = ("buffer", "channel", "dataflow", "location", "peer", "process", "source", "target")
+
+    def __init__(
+        self,
+        process: Process,
+        peer: int,
+        dataflow: int,
+        channel: int,
+        source: int,
+        target: int,
+        location: int,
+        buffer: ChangeBatch,
+    ) -> None:
+        self.process = process
+        self.peer = peer
+        self.dataflow = dataflow
+        self.channel = channel
+        self.source = source
+        self.target = target
+        self.location = location
+        self.buffer = buffer
+
+    def push(self, time: Any, batch: Any) -> None:
+        self.buffer.update((self.location, time), 1)
+        self.process.send_data(
+            self.peer,
+            self.dataflow,
+            self.channel,
+            self.source,
+            self.target,
+            encode_message(time, batch),
+        )
+
+
+class Instance:
+    """The part of one dataflow that runs in one process."""
+
+    def __init__(
+        self,
+        process: Process,
+        ident: int,
+        name: str,
+        builds: list[DataflowBuild],
+        reachability: Reachability,
+    ) -> None:
+        self.process = process
+        self.id = ident
+        self.name = name
+        self.builds = builds
+        self.reachability = reachability
+        self.shards: list[list[VertexShard]] = []  # [local worker][node]
+        self.complete: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def frontier_moved(self, moved: list[int]) -> None:
+        locations = self.reachability.locations
+        for target in moved:
+            for row in self.shards:
+                shard = row[locations[target][0]]
+                if shard.pending or shard.wants_frontier:
+                    shard.worker.schedule_notify(shard)
+        if self.process.progress.tracker(self.id).is_idle():
+            self.process.maybe_complete.add(self)
+            self.process.group.wake()  # the check runs after the driver's next round
+
+    def try_complete(self) -> bool:
+        """Completes if nothing is left: no pointstamp, and no shard with a queued activation
+        or a pending notification (a sink's notifications hold no count, and the shards woken
+        by the last frontier move must still run)."""
+        if self.complete.done():
+            return True
+        if not self.process.progress.tracker(self.id).is_idle():
+            return True  # busy again: a later frontier move re-registers it
+        for row in self.shards:
+            for shard in row:
+                if shard.msg_queued or shard.notify_queued or shard.pending or shard.mailbox:
+                    return False
+        self.complete.set_result(None)
+        self.process.instance_complete(self)
+        return True
+
+    def close_inputs(self) -> None:
+        for row in self.shards:
+            for shard in row:
+                if isinstance(shard.logic, InputVertex):
+                    shard.logic.handle.close()
+
+    def fail(self, exc: BaseException) -> None:
+        if not self.complete.done():
+            self.complete.set_exception(exc)
+            self.complete.exception()  # retrieved here; re-raised by whoever awaits
+        for row in self.shards:
+            for shard in row:
+                handle = getattr(shard.logic, "handle", None)
+                if isinstance(handle, ProbeHandle):
+                    handle._fail(exc)
+
+    # --- frames ---------------------------------------------------------------------------------
+    def deliver(self, peer: int, header: Header, payload: memoryview) -> None:
+        """Hands a DATA frame to the shard it is for, after checking it can be."""
+        process = self.process
+        edges = self.builds[0].edges
+        if header.channel >= len(edges) or not isinstance(edges[header.channel].pact, Exchange):
+            raise FrameError(f"dataflow {self.id} has no exchange channel {header.channel}")
+        local = header.target - process.first
+        if not 0 <= local < process.local:
+            raise FrameError(f"worker {header.target} is not a worker of process {process.index}")
+        if not peer * process.local <= header.source < (peer + 1) * process.local:
+            raise FrameError(f"worker {header.source} is not a worker of process {peer}")
+        time, batch = decode_message(payload)
+        edge = edges[header.channel]
+        node, port = edge.target
+        self.shards[local][node].receive(port, time, batch, False)
+
+    def check_changes(self, changes: Changes) -> None:
+        count = len(self.reachability.locations)
+        for (loc, _), _ in changes:
+            if not 0 <= loc < count:
+                raise FrameError(f"progress update for location {loc} of dataflow {self.id}")
+
+
+class Process:
+    """One process of a cluster (or the only one)."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        index: int,
+        processes: int,
+        local_workers: int,
+        transport: Transport | None,
+        accumulate: bool = True,
+    ) -> None:
+        self.runtime = runtime
+        self.index = index
+        self.processes = processes
+        self.local = local_workers
+        self.peers = processes * local_workers
+        self.first = index * local_workers
+        self.transport = transport
+        self.group = WorkerGroup(self._check_completions)
+        self.progress = ProgressActor(
+            index, processes, self._broadcast if processes > 1 else None, accumulate
+        )
+        self.workers = [
+            Worker(self.first + w, self.peers, self.progress.submit, self.group)
+            for w in range(local_workers)
+        ]
+        self.group.workers = self.workers
+        self.instances: dict[int, Instance] = {}
+        self.maybe_complete: set[Instance] = set()
+        self._early: dict[int, list[tuple[int, Header, memoryview]]] = {}
+        self._digests: dict[int, dict[int, str]] = {}  # dataflow -> peer -> build digest
+        self._finished: set[int] = set()
+        self._data_out = [0] * processes
+        self._data_in = [0] * processes
+        self.goodbyes: set[int] = set()
+        self._goodbye_event = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    # --- lifecycle ------------------------------------------------------------------------------
+    async def connect(self) -> None:
+        if self.transport is not None:
+            await self.transport.start(self._on_frame, self._on_lost)
+
+    def start(self, on_error: Callable[[BaseException], None]) -> None:
+        async def drive() -> None:
+            try:
+                await self.group.run()
+            except Exception as exc:
+                on_error(exc)
+
+        self._task = asyncio.get_running_loop().create_task(drive())
+
+    async def stop(self) -> None:
+        self.group.stop()
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    async def leave(self, timeout: float) -> None:
+        """Says goodbye to every peer and waits for theirs (so that no peer mistakes a
+        finished process for a dead one), then closes the transport."""
+        if self.transport is None:
+            return
+        self.send_control({"goodbye": True})
+        try:
+            async with asyncio.timeout(timeout):
+                while len(self.goodbyes) < self.processes - 1:
+                    self._goodbye_event.clear()
+                    await self._goodbye_event.wait()
+        except TimeoutError:
+            missing = sorted(set(range(self.processes)) - self.goodbyes - {self.index})
+            log.warning("process %d: no goodbye from processes %s", self.index, missing)
+        await self.transport.close()
+
+    def fail(self, exc: BaseException) -> None:
+        self.group.stop()
+        for instance in list(self.instances.values()):
+            instance.fail(exc)
+
+    # --- dataflows ------------------------------------------------------------------------------
+    def instantiate(
+        self, ident: int, name: str, builds: list[DataflowBuild], reachability: Reachability
+    ) -> Instance:
+        """Creates this process's shards and channels for a dataflow and starts them."""
+        instance = Instance(self, ident, name, builds, reachability)
+        spec0 = builds[0]
+        minimum = {op.node: op.scope.minimum() for op in spec0.operators}
+        initial = [
+            ((reachability.source(op.node, p), minimum[op.node]), self.peers)
+            for op in spec0.operators
+            if op.initial_capability
+            for p in range(op.outputs)
+        ]
+        self.progress.register(ident, reachability, initial, instance.frontier_moved)
+        tracker = self.progress.tracker(ident)
+        for worker, spec in zip(self.workers, builds, strict=True):
+            buffer = worker.buffer_for(ident)
+            row = []
+            for op in spec.operators:
+                targets = [reachability.target(op.node, i) for i in range(op.inputs)]
+                sources = [reachability.source(op.node, p) for p in range(op.outputs)]
+                frontiers = [tracker.frontier(t) for t in targets]
+                row.append(
+                    VertexShard(worker, op.name, op.logic, targets, sources, frontiers, buffer)
+                )
+            instance.shards.append(row)
+        self._wire(instance)
+        self.instances[ident] = instance
+
+        for spec, row in zip(builds, instance.shards, strict=True):
+            for op, shard in zip(spec.operators, row, strict=True):
+                if op.initial_capability:
+                    shard.start(minimum[op.node])
+                if shard.wants_frontier:
+                    shard.worker.schedule_notify(shard)
+        for worker in self.workers:
+            worker.flush()
+        for peer, header, payload in self._early.pop(ident, []):
+            self._guarded(peer, instance.deliver, peer, header, payload)
+        return instance
+
+    def _wire(self, instance: Instance) -> None:
+        reach = instance.reachability
+        for local, (worker, spec) in enumerate(zip(self.workers, instance.builds, strict=True)):
+            buffer = worker.buffer_for(instance.id)
+            for channel, edge in enumerate(spec.edges):
+                (src, out_port), (dst, in_port) = edge.source, edge.target
+                location = reach.target(dst, in_port)
+                output = instance.shards[local][src].outputs[out_port]
+                if isinstance(edge.pact, Pipeline) or self.peers == 1:
+                    target = instance.shards[local][dst]
+                    output.pushers.append(LocalPusher(target, in_port, location, buffer, True))
+                elif isinstance(edge.pact, Exchange):
+                    pushers: list[Any] = []
+                    for g in range(self.peers):
+                        owner = g // self.local
+                        if owner == self.index:
+                            shard = instance.shards[g - self.first][dst]
+                            pushers.append(
+                                LocalPusher(shard, in_port, location, buffer, g == worker.index)
+                            )
+                        else:
+                            pushers.append(
+                                RemotePusher(
+                                    self,
+                                    owner,
+                                    instance.id,
+                                    channel,
+                                    worker.index,
+                                    g,
+                                    location,
+                                    buffer,
+                                )
+                            )
+                    output.pushers.append(ExchangePusher(edge.pact, pushers))
+                else:
+                    raise BuildError(f"unknown channel kind {edge.pact!r}")
+
+    def instance_complete(self, instance: Instance) -> None:
+        self.instances.pop(instance.id, None)
+        self._finished.add(instance.id)
+        self.progress.unregister(instance.id)
+        for worker in self.workers:
+            worker.forget(instance.id)
+        self.runtime._instance_complete(instance)
+
+    def _check_completions(self) -> None:
+        if self.maybe_complete:
+            self.maybe_complete = {i for i in self.maybe_complete if not i.try_complete()}
+
+    # --- build agreement across processes -------------------------------------------------------
+    def announce(self, ident: int, name: str, build: DataflowBuild) -> None:
+        """Tells every peer what this process built, and checks what they said so far."""
+        digest = hashlib.sha256(repr(build.fingerprint()).encode()).hexdigest()
+        self._digests.setdefault(ident, {})[self.index] = digest
+        if self.transport is not None:
+            self.send_control({"dataflow": ident, "name": name, "digest": digest})
+        self._compare_digests(ident)
+
+    def _compare_digests(self, ident: int) -> None:
+        digests = self._digests.get(ident, {})
+        mine = digests.get(self.index)
+        if mine is None:
+            return
+        for peer, theirs in digests.items():
+            if theirs != mine:
+                raise BuildError(
+                    f"dataflow {ident}: process {peer} built a different dataflow than process "
+                    f"{self.index}; build the dataflow the same way in every process"
+                )
+
+    # --- sending --------------------------------------------------------------------------------
+    def send_data(
+        self, peer: int, dataflow: int, channel: int, source: int, target: int, parts: list[Any]
+    ) -> None:
+        assert self.transport is not None
+        seq = self._data_out[peer]
+        self._data_out[peer] = seq + 1
+        length = sum(len(p) if not isinstance(p, memoryview) else p.nbytes for p in parts)
+        self.transport.send(
+            peer, Header(Kind.DATA, dataflow, channel, source, target, length, seq), parts
+        )
+
+    def _broadcast(self, peer: int, dataflow: int, seq: int, changes: Changes) -> None:
+        assert self.transport is not None
+        payload = encode_changes(changes)
+        header = Header(Kind.PROGRESS, dataflow, 0, self.index, peer, len(payload), seq)
+        self.transport.send(peer, header, [payload])
+
+    def send_control(self, message: dict[str, Any]) -> None:
+        assert self.transport is not None
+        payload = packb(message)
+        for peer in range(self.processes):
+            if peer != self.index:
+                header = Header(Kind.CONTROL, 0, 0, self.index, peer, len(payload), 0)
+                self.transport.send(peer, header, [payload])
+
+    # --- receiving ------------------------------------------------------------------------------
+    def _on_frame(self, peer: int, header: Header, payload: memoryview) -> None:
+        self._guarded(peer, self._handle, peer, header, payload)
+
+    def _guarded(self, peer: int, handle: Callable[..., None], *args: Any) -> None:
+        try:
+            handle(*args)
+        except (FrameError, BuildError) as exc:
+            log.error("process %d: rejected a frame from process %d: %s", self.index, peer, exc)
+            error = (
+                exc
+                if isinstance(exc, BuildError)
+                else ClusterError(
+                    f"process {peer} sent a frame process {self.index} cannot apply: {exc}"
+                )
+            )
+            self.runtime._fail(error)
+        except Exception as exc:  # a bug here must stop the runtime, not vanish in a callback
+            self.runtime._fail(exc)
+
+    def _handle(self, peer: int, header: Header, payload: memoryview) -> None:
+        if not 0 <= peer < self.processes or peer == self.index:
+            raise FrameError(f"frame from unknown process {peer}")
+        kind = header.kind
+        if kind == Kind.DATA:
+            if header.seq != self._data_in[peer]:
+                raise FrameError(
+                    f"data frame {header.seq} out of sequence (expected {self._data_in[peer]})"
+                )
+            self._data_in[peer] += 1
+            instance = self.instances.get(header.dataflow)
+            if instance is not None:
+                instance.deliver(peer, header, payload)
+            elif header.dataflow not in self._finished:
+                self._early.setdefault(header.dataflow, []).append((peer, header, payload))
+        elif kind == Kind.PROGRESS:
+            changes = decode_changes(payload)
+            instance = self.instances.get(header.dataflow)
+            if instance is not None:
+                instance.check_changes(changes)
+            self.progress.receive(peer, header.seq, header.dataflow, changes)
+        elif kind == Kind.CONTROL:
+            message = unpackb(payload)
+            if not isinstance(message, dict):
+                raise FrameError("malformed control message")
+            if message.get("goodbye"):
+                self.goodbyes.add(peer)
+                self._goodbye_event.set()
+            elif "dataflow" in message:
+                ident = message["dataflow"]
+                if not isinstance(ident, int) or not isinstance(message.get("digest"), str):
+                    raise FrameError("malformed dataflow announcement")
+                self._digests.setdefault(ident, {})[peer] = message["digest"]
+                self._compare_digests(ident)
+            else:
+                raise FrameError(f"unknown control message {sorted(message)!r}")
+
+    def _on_lost(self, peer: int, exc: BaseException) -> None:
+        if peer in self.goodbyes:
+            return
+        self.runtime._fail(
+            ClusterError(
+                f"process {peer} disconnected from process {self.index} ({exc}); "
+                f"the cluster cannot continue without it"
+            )
+        )
