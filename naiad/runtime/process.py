@@ -51,6 +51,10 @@ class ClusterError(RuntimeError):
     """A peer process failed, left, or sent something that cannot be applied."""
 
 
+class PeerFailed(ClusterError):
+    """Another process stopped the cluster and said why."""
+
+
 class RemotePusher:
     """Pushes to a worker of another process: counts the message, then sends a DATA frame."""
 
@@ -250,7 +254,12 @@ class Process:
         await self.transport.close()
 
     def fail(self, exc: BaseException) -> None:
+        """Stops this process's work; tells the peers why (before the connections close),
+        so that every member reports the cause, not the member that merely stopped next."""
         self.group.stop()
+        if self.transport is not None and not isinstance(exc, PeerFailed):
+            cause = f"{type(exc).__name__}: {exc}"
+            self.send_control({"failed": cause[:2000]})
         for instance in list(self.instances.values()):
             instance.fail(exc)
 
@@ -440,6 +449,10 @@ class Process:
             if message.get("goodbye"):
                 self.goodbyes.add(peer)
                 self._goodbye_event.set()
+            elif isinstance(message.get("failed"), str):
+                self.runtime._fail(
+                    PeerFailed(f"process {peer} stopped the cluster: {message['failed']}")
+                )
             elif "dataflow" in message:
                 ident = message["dataflow"]
                 if not isinstance(ident, int) or not isinstance(message.get("digest"), str):

@@ -8,7 +8,12 @@ A transport moves frames (``codec.py``) from one process to another. Its contrac
   payload as a buffer the receiver may keep (numpy batches are views of it);
 * ``send`` never blocks; ``drain`` waits while the transport holds more unsent bytes than its
   bound (backpressure for producers that can wait, such as input feeders);
-* a peer that disappears is reported once through ``on_lost(peer, error)``.
+* a peer that disappears is reported once through ``on_lost(peer, error)``;
+* ``on_frame`` may run before ``start`` returns, as soon as that peer's link is up; an
+  ``on_frame`` that raises is bad input from that peer: its connection is closed and the
+  peer reported lost;
+* ``send`` may keep references to the parts until they are written, so a caller must not
+  change a buffer (a numpy batch) after sending it (batches are immutable by convention).
 
 Sequence numbers are chosen by the caller (the progress actor numbers its batches itself, so
 that it can reorder and drop duplicates whatever the transport does).
@@ -50,7 +55,7 @@ class Transport(ABC):
         self.stats = TransportStats()
 
     @abstractmethod
-    async def start(self, on_frame: FrameHandler, on_lost: LossHandler) -> None:
+    async def start(self, on_frame: FrameHandler, on_lost: LossHandler | None) -> None:
         """Connects to every peer; returns once frames can flow both ways."""
 
     @abstractmethod

@@ -1,0 +1,120 @@
+"""The ``naiad`` command, in timely's style.
+
+``naiad run SCRIPT -w W -n P [script args]`` starts P local processes running SCRIPT, with W
+workers each, connected over TCP on loopback with a generated secret; it exits with the first
+failing process's status (and stops the others). ``naiad run SCRIPT -w W -n P -p I --hostfile
+FILE`` runs process I of a cluster spread over several machines: FILE lists ``host:port`` of
+every process, one per line, and the secret comes from ``NAIAD_SECRET`` or
+``NAIAD_SECRET_FILE``. Inside SCRIPT, ``naiad.Runtime()`` and ``naiad.run(build)`` pick the
+configuration up from the environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import runpy
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from naiad.runtime import launch
+
+# After one process fails, how long the others get to notice and stop on their own.
+GRACE_SECONDS = 10.0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="naiad", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run a script on a cluster of processes")
+    run.add_argument("script", help="the Python script every process runs")
+    run.add_argument("-w", "--workers", type=int, default=1, help="workers per process")
+    run.add_argument("-n", "--processes", type=int, default=1, help="number of processes")
+    run.add_argument("-p", "--process", type=int, help="this process's index (with --hostfile)")
+    run.add_argument("--hostfile", help="host:port of every process, one per line")
+    args, script_args = parser.parse_known_args(argv)
+    if script_args and script_args[0] == "--":
+        script_args = script_args[1:]
+    if not Path(args.script).exists():
+        parser.error(f"no such script: {args.script}")
+    if args.workers < 1 or args.processes < 1:
+        parser.error("-w and -n must be at least 1")
+    if args.process is not None:
+        if args.hostfile is None:
+            parser.error("-p needs --hostfile")
+        return _run_member(
+            args.script,
+            script_args,
+            args.workers,
+            args.processes,
+            args.process,
+            Path(args.hostfile).read_text(),
+        )
+    if args.hostfile is not None:
+        parser.error("--hostfile needs -p (the index of this process)")
+    return _run_local(args.script, script_args, args.workers, args.processes)
+
+
+def _run_member(
+    script: str, script_args: list[str], workers: int, processes: int, index: int, hosts: str
+) -> int:
+    addresses = launch.parse_addresses(hosts)
+    if len(addresses) != processes:
+        raise SystemExit(
+            f"naiad: the hostfile lists {len(addresses)} processes, -n says {processes}"
+        )
+    if not 0 <= index < processes:
+        raise SystemExit(f"naiad: -p {index} is not in 0..{processes - 1}")
+    if launch.read_secret() is None:
+        raise SystemExit(
+            f"naiad: set {launch.ENV_SECRET} or {launch.ENV_SECRET_FILE} on every machine"
+        )
+    os.environ.update(
+        {
+            launch.ENV_PROCESS: str(index),
+            launch.ENV_PROCESSES: str(processes),
+            launch.ENV_WORKERS: str(workers),
+            launch.ENV_ADDRESSES: ",".join(f"{h}:{p}" for h, p in addresses),
+        }
+    )
+    sys.argv = [script, *script_args]
+    runpy.run_path(script, run_name="__main__")
+    return 0
+
+
+def _run_local(script: str, script_args: list[str], workers: int, processes: int) -> int:
+    listeners = launch.bind_listeners(processes)
+    secret = launch.read_secret() or launch.new_secret()
+    children = launch.spawn(
+        [script, *script_args], processes, workers, listeners, secret, range(processes)
+    )
+    for sock in listeners:
+        sock.close()
+    status = 0
+    deadline = None
+    while any(c.poll() is None for c in children):
+        for index, child in enumerate(children):
+            code = child.poll()
+            if code not in (None, 0) and status == 0:
+                print(f"naiad: process {index} exited with status {code}", file=sys.stderr)
+                status = code
+                deadline = time.monotonic() + GRACE_SECONDS
+        if deadline is not None and time.monotonic() > deadline:
+            for child in children:
+                if child.poll() is None:
+                    child.kill()
+        time.sleep(0.05)
+    if status == 0:
+        for index, child in enumerate(children):
+            if child.returncode != 0:
+                print(
+                    f"naiad: process {index} exited with status {child.returncode}", file=sys.stderr
+                )
+                status = child.returncode
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
