@@ -1,0 +1,101 @@
+"""Build functions the cluster tests run on every configuration (importable by the member
+processes of a TCP cluster, which run them through ``naiad.runtime.harness``)."""
+
+from __future__ import annotations
+
+import random
+import zlib
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+import naiad
+
+WORDS = "the quick brown fox jumps over the lazy dog and the dog sleeps".split()
+
+
+def word_epochs() -> list[list[str]]:
+    rng = random.Random(7)
+    return [[rng.choice(WORDS) for _ in range(rng.randrange(0, 40))] for _ in range(6)]
+
+
+def crc(word: str) -> int:
+    return zlib.crc32(word.encode())
+
+
+class CountPerEpoch(naiad.Vertex):
+    def __init__(self) -> None:
+        self.counts: dict[Any, Counter[str]] = {}
+
+    def on_recv(self, port: int, cap: naiad.Capability, batch: Any) -> None:
+        if cap.time not in self.counts:
+            self.counts[cap.time] = Counter()
+            self.notify_at(cap)
+        self.counts[cap.time].update(batch)
+
+    def on_notify(self, cap: naiad.Capability) -> None:
+        self.send(cap, sorted(self.counts.pop(cap.time).items()))
+
+
+def wordcount(scope: naiad.Scope) -> list[tuple[Any, Any]]:
+    return scope.from_epochs(word_epochs()).unary(CountPerEpoch(), exchange=crc).collect()
+
+
+def countdown_loop(scope: naiad.Scope) -> list[tuple[Any, Any]]:
+    """Every number circulates through an exchange inside a loop down to 0."""
+    numbers = scope.from_epochs([[5, 3, 8], [2, 9], [], [4]])
+    with scope.iterative() as loop:
+        handle, cycle = loop.feedback()
+        body = numbers.enter(loop).concat(cycle).exchange(lambda x: x * 7 + 1)
+        body.map(lambda x: x - 1).filter(lambda x: x >= 0).connect_loop(handle)
+    return body.leave().collect()
+
+
+def nested_loops(scope: naiad.Scope) -> list[tuple[Any, Any]]:
+    """An outer loop over (n, k) pairs whose inner loop counts k down, then n down."""
+    pairs = scope.from_epochs([[(3, 2), (1, 4)], [(2, 1)]])
+    with scope.iterative(name="outer") as outer:
+        oh, ocycle = outer.feedback()
+        outer_body = pairs.enter(outer).concat(ocycle)
+        with outer.iterative(name="inner") as inner:
+            ih, icycle = inner.feedback()
+            inner_body = outer_body.enter(inner).concat(icycle).exchange(lambda p: p[0] + p[1])
+            inner_body.filter(lambda p: p[1] > 0).map(lambda p: (p[0], p[1] - 1)).connect_loop(ih)
+            settled = inner_body.filter(lambda p: p[1] == 0).leave()
+        settled.filter(lambda p: p[0] > 0).map(lambda p: (p[0] - 1, 2)).connect_loop(oh)
+    return settled.leave().collect()
+
+
+def numpy_exchange(scope: naiad.Scope) -> list[tuple[Any, Any]]:
+    batches = [np.arange(i * 100, i * 100 + 37, dtype=np.int64) for i in range(4)]
+    routed = scope.from_epochs(batches).exchange(keys=lambda b: b // 3)
+    index, peers = scope.index, scope.peers
+    checked = routed.map_batch(lambda b: [int(x) for x in b if (x // 3) % peers == index])
+    return checked.collect()
+
+
+class DistinctCount(naiad.Vertex):
+    """Naiad Figure 4."""
+
+    def __init__(self) -> None:
+        self.counts: dict[Any, Counter[Any]] = {}
+
+    def on_recv(self, port: int, cap: naiad.Capability, batch: Any) -> None:
+        counts = self.counts.get(cap.time)
+        if counts is None:
+            counts = self.counts[cap.time] = Counter()
+            self.notify_at(cap)
+        fresh = [r for r in dict.fromkeys(batch) if r not in counts]
+        counts.update(batch)
+        self.send(cap, fresh, port=0)
+
+    def on_notify(self, cap: naiad.Capability) -> None:
+        self.send(cap, sorted(self.counts.pop(cap.time).items()), port=1)
+
+
+def distinct_count(scope: naiad.Scope) -> tuple[list[Any], list[Any]]:
+    distinct, counts = scope.from_epochs(word_epochs()).unary(
+        DistinctCount(), exchange=crc, outputs=2
+    )
+    return distinct.collect(), counts.collect()
