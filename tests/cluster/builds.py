@@ -12,7 +12,21 @@ import numpy as np
 
 import naiad
 
-WORDS = "the quick brown fox jumps over the lazy dog and the dog sleeps".split()
+WORDS = [
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "the",
+    "lazy",
+    "dog",
+    "and",
+    "the",
+    "dog",
+    "sleeps",
+]
 
 
 def word_epochs() -> list[list[str]]:
@@ -99,3 +113,13 @@ def distinct_count(scope: naiad.Scope) -> tuple[list[Any], list[Any]]:
         DistinctCount(), exchange=crc, outputs=2
     )
     return distinct.collect(), counts.collect()
+
+
+def mismatched(scope: naiad.Scope) -> list[tuple[Any, Any]]:
+    """Process 1 builds one operator more than process 0: the cluster must refuse it."""
+    import os
+
+    stream = scope.from_epochs([[1, 2, 3]])
+    if os.environ.get("NAIAD_PROCESS") == "1":
+        stream = stream.map(lambda x: x)
+    return stream.collect()

@@ -78,3 +78,8 @@ def test_distinct_count(transport: str, processes: int, workers: int) -> None:
     counts = gather([c for _, c in results])
     assert distinct == Counter((t, w) for t, ws in enumerate(epochs) for w in set(ws))
     assert counts == Counter((t, p) for t, ws in enumerate(epochs) for p in Counter(ws).items())
+
+
+def test_processes_that_build_different_dataflows_are_refused() -> None:
+    with pytest.raises(RuntimeError, match=r"built a different dataflow"):
+        run_everywhere("tests.cluster.builds:mismatched", 1, 2, "tcp")
