@@ -721,11 +721,14 @@ def build_plan(plan: Plan, oracle: SchedulingOracle, scope: naiad.Scope) -> Any:
     return result
 
 
-async def drive(plan: Plan, oracle: SchedulingOracle, workers: int, processes: int = 1) -> None:
+async def drive(
+    plan: Plan, oracle: SchedulingOracle, workers: int, processes: int = 1, central: bool = False
+) -> None:
     """``workers`` in all, split over ``processes`` simulated processes (each with its own
-    progress actor, exchanging progress batches through the in-process transport)."""
+    progress actor, exchanging progress batches through the in-process transport, directly
+    or through a central accumulator)."""
     async with naiad.Runtime(
-        workers=workers // processes, processes=processes, transport="inproc"
+        workers=workers // processes, processes=processes, transport="inproc", central=central
     ) as rt:
         dataflow = rt.dataflow(lambda scope: build_plan(plan, oracle, scope))
         if plan.source == "input":
@@ -757,7 +760,12 @@ async def drive(plan: Plan, oracle: SchedulingOracle, workers: int, processes: i
 
 
 def run_plan(
-    plan: Plan, workers: int, budget_seed: int, frontier_checks: bool = True, processes: int = 1
+    plan: Plan,
+    workers: int,
+    budget_seed: int,
+    frontier_checks: bool = True,
+    processes: int = 1,
+    central: bool = False,
 ) -> SchedulingOracle:
     """Runs ``plan`` with ``workers`` workers (over ``processes`` simulated processes) under
     a random activation budget per turn."""
@@ -769,7 +777,7 @@ def run_plan(
         return step(self, budgets.choice((1, 1, 2, 3, budget)), deadline)
 
     with mock.patch.object(Worker, "step", random_step):
-        run_coroutine(drive(plan, oracle, workers, processes))
+        run_coroutine(drive(plan, oracle, workers, processes, central))
     oracle.check_final()
     return oracle
 
@@ -786,18 +794,28 @@ def run_plan(
 )
 @given(
     plan=plans(),
-    layout=st.sampled_from([(2, 1), (4, 1), (1, 1), (2, 2), (4, 2)]),
+    layout=st.sampled_from(
+        [
+            (2, 1, False),
+            (4, 1, False),
+            (1, 1, False),
+            (2, 2, False),
+            (4, 2, False),
+            (3, 3, True),
+            (4, 2, True),
+        ]
+    ),
     budget_seed=st.integers(0, 2**16),
 )
 def test_notifications_are_safe_and_live_on_random_dataflows(
-    plan: Plan, layout: tuple[int, int], budget_seed: int
+    plan: Plan, layout: tuple[int, int, bool], budget_seed: int
 ) -> None:
-    """``layout`` is (workers in all, processes): with 2 processes the frontiers each vertex
-    sees come from its own process's view, so invariant 6 is checked under the distributed
-    protocol with local accumulation."""
-    workers, processes = layout
+    """``layout`` is (workers in all, processes, central accumulator): with several processes
+    the frontiers each vertex sees come from its own process's view, so invariant 6 is checked
+    under the distributed protocol with local accumulation (and through a central hub)."""
+    workers, processes, central = layout
     note(f"plan={plan!r}")
-    oracle = run_plan(plan, workers, budget_seed, processes=processes)
+    oracle = run_plan(plan, workers, budget_seed, processes=processes, central=central)
     note(f"{oracle.messages} messages, {oracle.notifications} notifications")
     depth = max(oracle.model.depth.values())
     event(f"{plan.source} source, {workers} workers, {processes} processes, loop depth {depth}")

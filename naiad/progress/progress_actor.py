@@ -25,6 +25,13 @@ local view could-result-in (retiring it moves no frontier): Naiad's two conditio
 else flushes the whole buffer. The condition is re-checked whenever the local view or the
 buffer changes. A decrement whose count stays positive in the local view is *not* holdable:
 other processes may hold decrements of the same pointstamp, and together they retire it.
+
+Central accumulator (optional, ``hub=0``). Instead of broadcasting, every other process
+sends its flushed batches to the hub only and applies nothing locally until the hub sends it
+back; the hub adds each received batch, whole, to its own outgoing buffer, and flushes that
+buffer (under the same rule) to every process and to itself. Batches stay whole and FIFO per
+pair, so the safety argument is unchanged; every view sees every update exactly once, and a
+process receives one merged batch from the hub instead of one from each of its peers.
 """
 
 from __future__ import annotations
@@ -82,12 +89,16 @@ class ProgressActor:
         processes: int = 1,
         broadcast: Broadcast | None = None,
         accumulate: bool = True,
+        hub: int | None = None,
     ) -> None:
         if processes > 1 and broadcast is None:
             raise ValueError("a progress actor of a multi-process cluster needs a broadcast")
+        if hub is not None and not 0 <= hub < processes:
+            raise ValueError(f"the central accumulator {hub} is not a process of {processes}")
         self.process = process
         self.processes = processes
         self.accumulate = accumulate
+        self.hub = hub if processes > 1 else None
         self._broadcast = broadcast
         self._dataflows: dict[int, _Registered] = {}
         self._next_out = [0] * processes  # next sequence number to each peer
@@ -112,10 +123,10 @@ class ProgressActor:
             raise ValueError(f"dataflow {dataflow} is already registered")
         tracker = Tracker(reachability)
         tracker.update_iter(initial)
-        for changes in self._unbuilt.pop(dataflow, []):
-            tracker.update_iter(changes)
         tracker.propagate()
         self._dataflows[dataflow] = _Registered(tracker, on_change)
+        for changes in self._unbuilt.pop(dataflow, []):
+            self._apply_remote(dataflow, changes)
 
     def unregister(self, dataflow: int) -> None:
         """Stops tracking a completed dataflow; late batches for it are ignored."""
@@ -155,13 +166,16 @@ class ProgressActor:
         if not changes:
             return
         assert self._broadcast is not None
-        for peer in range(self.processes):
-            if peer != self.process:
+        spoke = self.hub is not None and self.process != self.hub
+        for peer in [self.hub] if spoke else range(self.processes):
+            if peer is not None and peer != self.process:
                 seq = self._next_out[peer]
                 self._next_out[peer] = seq + 1
                 self._broadcast(peer, dataflow, seq, changes)
         self.stats.batches_sent += 1
         self.stats.updates_sent += len(changes)
+        if spoke:
+            return  # applied when the hub sends it back, merged with everyone else's
         tracker = registered.tracker
         for (loc, time), delta in changes:
             tracker.update(loc, time, delta)
@@ -211,6 +225,12 @@ class ProgressActor:
         if registered is None:
             if dataflow not in self._finished:
                 self._unbuilt.setdefault(dataflow, []).append(changes)
+            return
+        if self.hub == self.process:
+            # The hub merges a spoke's batch, whole, into what it broadcasts.
+            registered.outgoing.extend(changes)
+            if not self.accumulate or self._must_flush(registered):
+                self._flush(dataflow, registered)
             return
         tracker = registered.tracker
         for (loc, time), delta in changes:

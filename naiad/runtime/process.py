@@ -189,6 +189,7 @@ class Process:
         local_workers: int,
         transport: Transport | None,
         accumulate: bool = True,
+        central: bool = False,
     ) -> None:
         self.runtime = runtime
         self.index = index
@@ -199,7 +200,11 @@ class Process:
         self.transport = transport
         self.group = WorkerGroup(self._check_completions)
         self.progress = ProgressActor(
-            index, processes, self._broadcast if processes > 1 else None, accumulate
+            index,
+            processes,
+            self._broadcast if processes > 1 else None,
+            accumulate,
+            hub=0 if central else None,
         )
         self.workers = [
             Worker(self.first + w, self.peers, self.progress.submit, self.group)

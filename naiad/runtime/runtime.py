@@ -66,6 +66,12 @@ class Dataflow:
 class Runtime:
     """The workers of this process (or of a simulated cluster), and the dataflows they run.
 
+    ``workers`` per process, ``processes`` in the cluster, ``transport`` ``"inproc"`` (one OS
+    process; several simulated processes if ``processes > 1``) or ``"tcp"`` (real processes,
+    launched from here or by ``naiad run``). ``accumulate`` turns Naiad's local accumulation
+    of progress updates on (the default) or off; ``central`` routes progress through process
+    0 as a central accumulator; ``connect_timeout`` bounds cluster start-up.
+
     >>> import asyncio, naiad
     >>> async def main():
     ...     async with naiad.Runtime(workers=2) as rt:
@@ -83,6 +89,7 @@ class Runtime:
         processes: int | None = None,
         transport: str | None = None,
         accumulate: bool = True,
+        central: bool = False,
         connect_timeout: float = 30.0,
     ) -> None:
         member = launch.member_from_env()
@@ -112,6 +119,7 @@ class Runtime:
         self.process_count = processes
         self.transport = transport
         self.accumulate = accumulate
+        self.central = central
         self.connect_timeout = connect_timeout
         self._member = member
         self.processes: list[Process] = []
@@ -153,7 +161,9 @@ class Runtime:
         self._started = True
         transports = self._transports()
         self.processes = [
-            Process(self, index, self.process_count, self.worker_count, t, self.accumulate)
+            Process(
+                self, index, self.process_count, self.worker_count, t, self.accumulate, self.central
+            )
             for index, t in transports
         ]
         try:
