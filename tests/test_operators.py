@@ -159,3 +159,31 @@ async def test_probe_reports_frontier_and_completion() -> None:
         await probe.wait()
         assert probe.done()
         await df.finished()
+
+
+async def test_feed_paces_an_async_source_on_a_probe() -> None:
+    in_flight: list[int] = []
+
+    async with naiad.Runtime(workers=2) as rt:
+
+        def build(s: naiad.Scope) -> tuple[naiad.InputHandle, naiad.ProbeHandle, list[Any]]:
+            handle, stream = s.new_input()
+            out = stream.exchange(lambda x: x).map(lambda x: x + 1)
+            return handle, out.probe(), out.collect()
+
+        df = rt.dataflow(build)
+        (feeder, probe, _), (other, _, _) = df.results
+        other.close()
+
+        async def source() -> Any:
+            for epoch in range(20):
+                await asyncio.sleep(0)
+                # epochs sent but not complete downstream, before this one is sent
+                in_flight.append(sum(1 for e in range(epoch) if probe.less_equal(e)))
+                yield [epoch * 3, epoch * 3 + 1]
+
+        await feeder.feed(source(), probe=probe, lag=2)
+        assert feeder.closed
+    assert max(in_flight) <= 2
+    got = sorted(r for _, _, part in df.results for _, r in part)
+    assert got == sorted(x + 1 for e in range(20) for x in (e * 3, e * 3 + 1))

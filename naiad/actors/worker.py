@@ -47,6 +47,7 @@ class Worker:
         self.buffers: dict[int, ChangeBatch] = {}  # dataflow id -> progress batch
         self.stack_depth = 0
         self.activations = 0
+        self.transport: Any = None  # the process's transport, for producers that can wait
 
     def buffer_for(self, dataflow: int) -> ChangeBatch:
         buffer = self.buffers.get(dataflow)

@@ -7,7 +7,7 @@ the new epoch becomes complete once every worker's input has advanced), ``close`
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import AsyncIterable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from naiad.actors.vertex import Vertex
@@ -15,6 +15,7 @@ from naiad.progress.capability import Capability
 
 if TYPE_CHECKING:
     from naiad.dataflow.scope import ScopeCore
+    from naiad.operators.probe import ProbeHandle
     from naiad.operators.stream import Stream
 
 
@@ -86,6 +87,53 @@ class InputHandle:
                 f"(advancing an input backwards)"
             )
         self._flush()
+
+    async def feed(
+        self,
+        batches: Iterable[Any] | AsyncIterable[Any],
+        *,
+        probe: ProbeHandle | None = None,
+        lag: int = 1,
+        close: bool = True,
+    ) -> None:
+        """Sends each batch of ``batches`` (an iterable or an async iterable) as one epoch,
+        advancing after each. With ``probe``, waits before sending epoch ``e`` until epoch
+        ``e - lag`` is complete there (at most ``lag`` epochs in flight); it also waits while
+        the transport holds too much unsent data. Closes the input at the end unless told not.
+
+        >>> import asyncio, naiad
+        >>> async def main():
+        ...     async with naiad.Runtime() as rt:
+        ...         def build(s):
+        ...             handle, stream = s.new_input()
+        ...             return handle, stream.map(lambda x: x * x).collect()
+        ...         handle, out = rt.dataflow(build).results[0]
+        ...         await handle.feed([[1, 2], [3]])
+        ...     return out
+        >>> asyncio.run(main())
+        [(0, 1), (0, 4), (1, 9)]
+        """
+        if lag < 0:
+            raise InputError(f"input {self.name!r}: lag must be >= 0, got {lag}")
+        transport = self._vertex.shard.worker.transport
+
+        async def one(batch: Any) -> None:
+            epoch = self.epoch
+            if probe is not None and epoch - lag >= 0:
+                await probe.wait(epoch - lag)
+            if transport is not None:
+                await transport.drain()
+            self.send(batch)
+            self.advance_to(epoch + 1)
+
+        if isinstance(batches, AsyncIterable):
+            async for batch in batches:
+                await one(batch)
+        else:
+            for batch in batches:
+                await one(batch)
+        if close:
+            self.close()
 
     def close(self) -> None:
         """No more records at any epoch (idempotent)."""

@@ -211,6 +211,8 @@ class Process:
             for w in range(local_workers)
         ]
         self.group.workers = self.workers
+        for worker in self.workers:
+            worker.transport = transport
         self.instances: dict[int, Instance] = {}
         self.maybe_complete: set[Instance] = set()
         self._early: dict[int, list[tuple[int, Header, memoryview]]] = {}
