@@ -1,0 +1,80 @@
+"""Consolidation laws of columnar update batches, against a dict oracle."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from naiad.differential import Updates
+from naiad.progress import Product
+
+ints = st.integers(-3, 3)
+words = st.sampled_from(["a", "b", "c", ("t", 1), None])
+root = st.lists(st.tuples(ints, st.integers(0, 3), st.integers(-2, 2)), max_size=40)
+looped = st.lists(
+    st.tuples(words, st.builds(Product, st.integers(0, 2), st.integers(0, 2)), st.integers(-2, 2)),
+    max_size=40,
+)
+
+
+def oracle(records: list[tuple[Any, Any, int]]) -> Counter[Any]:
+    sums: Counter[Any] = Counter()
+    for d, t, r in records:
+        sums[(d, t)] += r
+    return Counter({k: v for k, v in sums.items() if v})
+
+
+def as_counter(u: Updates) -> Counter[Any]:
+    return Counter({(d, t): r for d, t, r in u.to_records()})
+
+
+@settings(max_examples=100, deadline=None)
+@given(root)
+def test_consolidate_sums_equal_updates_and_drops_zeros(records: list[Any]) -> None:
+    u = Updates.from_records(records).consolidate()
+    assert as_counter(u) == oracle(records)
+    assert len(u) == len(oracle(records))  # one update per (data, time), none zero
+    assert (u.diffs != 0).all()
+
+
+@settings(max_examples=100, deadline=None)
+@given(looped)
+def test_consolidate_object_data_and_product_times(records: list[Any]) -> None:
+    u = Updates.from_records(records, depth=1).consolidate()
+    assert as_counter(u) == oracle(records)
+
+
+@settings(max_examples=60, deadline=None)
+@given(root, root)
+def test_consolidation_laws(a: list[Any], b: list[Any]) -> None:
+    ua, ub = Updates.from_records(a), Updates.from_records(b)
+    both = ua.concat(ub)
+    # idempotent, and consolidating parts first changes nothing
+    once = both.consolidate()
+    assert as_counter(once.consolidate()) == as_counter(once)
+    assert as_counter(ua.consolidate().concat(ub.consolidate()).consolidate()) == as_counter(once)
+    # x + (-x) consolidates to nothing
+    assert len(both.concat(both.negate()).consolidate()) == 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.tuples(ints, ints), st.integers(0, 2), ints), max_size=30))
+def test_multi_field_records(records: list[Any]) -> None:
+    u = Updates.from_records(records, fields=2).consolidate()
+    assert as_counter(u) == oracle(records)
+
+
+def test_exchange_can_route_an_update_batch_by_key() -> None:
+    from naiad.dataflow.channels import Exchange
+
+    u = Updates.from_records([(k, 0, 1) for k in range(10)])
+    parts = Exchange(keys=lambda b: b.data[0]).partition(u, 3)
+    assert sorted(w for w, _ in parts) == [0, 1, 2]
+    for w, part in parts:
+        assert (part.data[0] % 3 == w).all()
+    assert sum(len(p) for _, p in parts) == 10
+    assert isinstance(parts[0][1].data[0], np.ndarray)
