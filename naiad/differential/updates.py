@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from naiad.progress.timestamp import Product
+from naiad.transport.codec import register_columnar
 
 
 def _column(values: Sequence[Any]) -> np.ndarray:
@@ -121,6 +122,9 @@ class Updates:
     def __getitem__(self, index: np.ndarray) -> Updates:
         return self.take(index)  # so exchange can route a batch with an index array
 
+    def __iter__(self) -> Any:
+        raise TypeError("an Updates batch is columnar; use to_records() for its updates")
+
     def concat(self, *others: Updates) -> Updates:
         batches = [self, *others]
         data = tuple(np.concatenate(cols) for cols in zip(*(b.data for b in batches), strict=True))
@@ -162,3 +166,15 @@ class Updates:
 
     def __repr__(self) -> str:
         return f"Updates({len(self)} updates, {len(self.data)} fields, depth {self.depth})"
+
+
+def _to_columns(u: Updates) -> list[np.ndarray]:
+    return [*u.data, u.times, u.diffs]
+
+
+def _from_columns(columns: list[np.ndarray]) -> Updates:
+    *data, times, diffs = columns
+    return Updates(tuple(data), times, diffs)
+
+
+register_columnar(Updates, "naiad.Updates", _to_columns, _from_columns)

@@ -43,6 +43,19 @@ _EXT_LEX = 3
 
 _BATCH_LIST = 0
 _BATCH_ARRAY = 1
+_BATCH_COLUMNS = 2
+
+# Columnar batch types (such as differential's ``Updates``), registered by the layers that
+# define them: type -> (tag, to_columns), tag -> from_columns.
+_COLUMNAR: dict[type, tuple[str, Any]] = {}
+_FROM_COLUMNS: dict[str, Any] = {}
+
+
+def register_columnar(cls: type, tag: str, to_columns: Any, from_columns: Any) -> None:
+    """Lets batches of ``cls`` cross processes as a list of 1-D or 2-D numpy columns
+    (numeric ones as raw buffers, ``object`` ones as msgpack values)."""
+    _COLUMNAR[cls] = (tag, to_columns)
+    _FROM_COLUMNS[tag] = from_columns
 
 
 class Kind(IntEnum):
@@ -170,6 +183,20 @@ def encode_message(time: Any, batch: Any) -> list[bytes | memoryview]:
         array = np.ascontiguousarray(batch)
         head = packb([time, _BATCH_ARRAY, array.dtype.str, list(array.shape)])
         return [struct.pack("<I", len(head)), head, array.data.cast("B")]
+    columnar = _COLUMNAR.get(type(batch))
+    if columnar is not None:
+        tag, to_columns = columnar
+        descs: list[Any] = []
+        bodies: list[bytes | memoryview] = []
+        for column in to_columns(batch):
+            if column.dtype.kind in "biufcmM":
+                array = np.ascontiguousarray(column)
+                descs.append(["a", array.dtype.str, list(array.shape)])
+                bodies.append(array.data.cast("B"))
+            else:
+                descs.append(["o", column.tolist()])
+        head = packb([time, _BATCH_COLUMNS, tag, descs])
+        return [struct.pack("<I", len(head)), head, *bodies]
     if isinstance(batch, np.ndarray):
         batch = batch.tolist()
     head = packb([time, _BATCH_LIST, list(batch)])
@@ -193,19 +220,45 @@ def decode_message(payload: bytes | memoryview) -> tuple[Any, Any]:
             raise FrameError("malformed list batch")
         return time, head[2]
     if kind == _BATCH_ARRAY and len(head) == 4:
-        try:
-            dtype = np.dtype(head[2])
-            shape = tuple(int(n) for n in head[3])
-        except (TypeError, ValueError) as exc:
-            raise FrameError(f"malformed array head: {exc}") from exc
-        if dtype.kind not in "biufcmM" or any(n < 0 for n in shape):
-            raise FrameError(f"unsupported array {dtype} {shape}")
+        array, used = _array(head[2], head[3], view[4 + head_len :])
+        if used != len(view) - 4 - head_len:
+            raise FrameError("array body has trailing bytes")
+        return time, array
+    if kind == _BATCH_COLUMNS and len(head) == 4 and head[2] in _FROM_COLUMNS:
         body = view[4 + head_len :]
-        expected = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
-        if len(body) != expected:
-            raise FrameError(f"array body has {len(body)} bytes, expected {expected}")
-        return time, np.frombuffer(body, dtype=dtype).reshape(shape)
+        columns, offset = [], 0
+        for desc in head[3] if isinstance(head[3], list) else []:
+            if isinstance(desc, list) and len(desc) == 3 and desc[0] == "a":
+                column, used = _array(desc[1], desc[2], body[offset:])
+                offset += used
+            elif isinstance(desc, list) and len(desc) == 2 and desc[0] == "o":
+                column = np.empty(len(desc[1]), dtype=object)
+                column[:] = desc[1]
+            else:
+                raise FrameError("malformed column description")
+            columns.append(column)
+        if offset != len(body):
+            raise FrameError("columnar body has trailing bytes")
+        try:
+            return time, _FROM_COLUMNS[head[2]](columns)
+        except (TypeError, ValueError, IndexError) as exc:
+            raise FrameError(f"malformed {head[2]} batch: {exc}") from exc
     raise FrameError(f"unknown batch kind {kind!r}")
+
+
+def _array(dtype_str: Any, shape_list: Any, body: memoryview) -> tuple[np.ndarray, int]:
+    """The array a head describes, read from the front of ``body``; and the bytes it used."""
+    try:
+        dtype = np.dtype(dtype_str)
+        shape = tuple(int(n) for n in shape_list)
+    except (TypeError, ValueError) as exc:
+        raise FrameError(f"malformed array head: {exc}") from exc
+    if dtype.kind not in "biufcmM" or any(n < 0 for n in shape):
+        raise FrameError(f"unsupported array {dtype} {shape}")
+    size = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+    if len(body) < size:
+        raise FrameError(f"array body has {len(body)} bytes, expected {size}")
+    return np.frombuffer(body[:size], dtype=dtype).reshape(shape), size
 
 
 def encode_changes(changes: list[tuple[tuple[int, Any], int]]) -> bytes:

@@ -78,3 +78,28 @@ def test_exchange_can_route_an_update_batch_by_key() -> None:
         assert (part.data[0] % 3 == w).all()
     assert sum(len(p) for _, p in parts) == 10
     assert isinstance(parts[0][1].data[0], np.ndarray)
+
+
+@settings(max_examples=40, deadline=None)
+@given(looped)
+def test_update_batches_cross_the_wire_intact(records: list[Any]) -> None:
+    from naiad.transport.codec import decode_message, encode_message
+
+    u = Updates.from_records(records, depth=1)
+    time, back = decode_message(b"".join(bytes(p) for p in encode_message(Product(0, 1), u)))
+    assert time == Product(0, 1)
+    assert isinstance(back, Updates) and back.to_records() == u.to_records()
+
+
+def test_a_malformed_columnar_batch_is_rejected() -> None:
+    import pytest
+
+    from naiad.transport.codec import FrameError, decode_message, encode_message, packb
+
+    u = Updates.from_records([(1, 0, 1), (2, 0, 1)])
+    parts = [bytes(p) for p in encode_message(0, u)]
+    with pytest.raises(FrameError):
+        decode_message(b"".join(parts)[:-3])  # truncated body
+    head = packb([0, 2, "naiad.Updates", [["z", 1]]])
+    with pytest.raises(FrameError, match="column"):
+        decode_message(len(head).to_bytes(4, "little") + head)
