@@ -182,7 +182,7 @@ def encode_message(time: Any, batch: Any) -> list[bytes | memoryview]:
     if isinstance(batch, np.ndarray) and batch.dtype.kind in "biufcmM":
         array = np.ascontiguousarray(batch)
         head = packb([time, _BATCH_ARRAY, array.dtype.str, list(array.shape)])
-        return [struct.pack("<I", len(head)), head, array.data.cast("B")]
+        return [struct.pack("<I", len(head)), head, _raw(array)]
     columnar = _COLUMNAR.get(type(batch))
     if columnar is not None:
         tag, to_columns = columnar
@@ -192,7 +192,7 @@ def encode_message(time: Any, batch: Any) -> list[bytes | memoryview]:
             if column.dtype.kind in "biufcmM":
                 array = np.ascontiguousarray(column)
                 descs.append(["a", array.dtype.str, list(array.shape)])
-                bodies.append(array.data.cast("B"))
+                bodies.append(_raw(array))
             else:
                 descs.append(["o", column.tolist()])
         head = packb([time, _BATCH_COLUMNS, tag, descs])
@@ -201,6 +201,11 @@ def encode_message(time: Any, batch: Any) -> list[bytes | memoryview]:
         batch = batch.tolist()
     head = packb([time, _BATCH_LIST, list(batch)])
     return [struct.pack("<I", len(head)), head]
+
+
+def _raw(array: np.ndarray) -> bytes | memoryview:
+    """The bytes of a C-contiguous array, without copying (a zero-size view cannot be cast)."""
+    return array.data.cast("B") if array.size else b""
 
 
 def decode_message(payload: bytes | memoryview) -> tuple[Any, Any]:
