@@ -175,7 +175,10 @@ class ProgressActor:
         self.stats.batches_sent += 1
         self.stats.updates_sent += len(changes)
         if spoke:
-            return  # applied when the hub sends it back, merged with everyone else's
+            # Applied when the hub sends it back; but what was received before this flush
+            # must still move the frontiers now.
+            self._report(registered)
+            return
         tracker = registered.tracker
         for (loc, time), delta in changes:
             tracker.update(loc, time, delta)
