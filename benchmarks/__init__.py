@@ -13,5 +13,9 @@ BENCHMARKS: dict[str, str] = {
     "exchange": "Naiad §5.1: all-to-all exchange of int64 numpy batches vs bare asyncio "
     "queues with the same partitioning",
     "wordcount": "Zipf word count: naiad (1 and 2 workers) vs collections.Counter vs bytewax",
+    "progress-traffic": "Naiad Figure 6c: progress protocol bytes and frames of iterative "
+    "computations on 2 processes x 2 workers, with and without local accumulation",
 }
-"""Name -> one-line description; the module ``benchmarks.<name>`` defines ``main(argv)``."""
+"""Name -> one-line description; the module ``benchmarks.<name>`` (``-`` spelt ``_``) defines
+``main(argv)``. ``exchange``, ``coordination`` and ``wordcount`` also run on clusters of
+processes over TCP (``--processes 2``)."""

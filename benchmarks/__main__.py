@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     if name not in BENCHMARKS:
         print(f"unknown benchmark {name!r}; known: {', '.join(BENCHMARKS)}", file=sys.stderr)
         return 2
-    module = importlib.import_module(f"benchmarks.{name}")
+    module = importlib.import_module(f"benchmarks.{name.replace('-', '_')}")
     module.main(rest)
     return 0
 

@@ -1,6 +1,8 @@
 """Smoke tests of the benchmarks: each runs on tiny inputs and reports a correct answer.
 
 Nothing here asserts a speed: the benchmarks' ratios are for people to read, on a quiet machine.
+The cluster modes (``--processes 2``) start real processes over TCP on loopback (about a
+second per cluster run).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ def test_list_names_every_benchmark() -> None:
     proc = run_benchmark("--list")
     assert proc.returncode == 0, proc.stderr
     names = {line.split()[0] for line in proc.stdout.splitlines() if line.strip()}
-    assert names == {"coordination", "exchange", "wordcount"}
+    assert names == {"coordination", "exchange", "wordcount", "progress-traffic"}
 
 
 def test_unknown_benchmark_is_refused() -> None:
@@ -53,7 +55,10 @@ def test_unknown_benchmark_is_refused() -> None:
     [
         ("coordination", []),
         ("exchange", ["--workers", "2,3"]),
+        ("exchange", ["--processes", "2", "--transport", "inproc"]),
         ("wordcount", []),
+        ("coordination", ["--processes", "2"]),
+        ("wordcount", ["--processes", "2"]),
     ],
 )
 def test_benchmark_reports_a_correct_answer(name: str, extra: list[str]) -> None:
@@ -70,3 +75,43 @@ def test_benchmark_reports_a_correct_answer(name: str, extra: list[str]) -> None
         assert {"ratio", "op", "value", "met"} <= g.keys()
         assert g["ratio"] in report["ratios"]
     assert "reps" in report["params"]
+
+
+def cluster_report(*args: str) -> dict[str, Any]:
+    proc = run_benchmark(*args, "--tiny")
+    assert proc.returncode == 0, proc.stderr
+    report = last_json(proc.stdout)
+    assert report["correct"] is True, report
+    return report
+
+
+def test_exchange_over_tcp_reports_the_raw_socket_floor() -> None:
+    report = cluster_report("exchange", "--processes", "2", "--workers", "1,2")
+    results = report["results"]
+    assert results["raw_tcp"]["bytes_per_s"] > 0
+    for name in ("naiad_p2_w1", "naiad_p2_w2"):  # 1 and 2 workers (inputs) per process
+        naiad = results[name]
+        assert naiad["correct"] is True
+        assert {"records_per_s", "bytes_per_s", "data_frames", "progress_frames"} <= naiad.keys()
+    assert report["goals"][0]["ratio"] == "naiad_p2_w1_bytes_over_raw"
+    assert "start-up" in report["params"]["timing"]
+
+
+def test_progress_traffic_counts_both_modes_and_explains_them() -> None:
+    report = cluster_report("progress-traffic", "--modes", "off,local")
+    assert report["benchmark"] == "progress-traffic"
+    assert report.keys() >= KEYS and "reps" in report["params"]
+    results = report["results"]
+    for workload in ("wcc", "circulate"):
+        for mode in ("off", "local"):
+            entry = results[f"{workload}_{mode}"]
+            assert entry["progress_bytes"] > 0 and entry["progress_frames"] > 0
+            assert entry["correct"] is True
+            analysis = results[f"analysis_{workload}_{mode}"]
+            assert analysis["flushes"] > 0 and analysis["messages_received"] > 0
+        assert f"{workload}_off_over_local_bytes" in report["ratios"]
+        assert {f"{workload}_proto_turn", f"{workload}_proto_resident"} <= results.keys()
+    assert [g["ratio"] for g in report["goals"]] == [
+        "wcc_off_over_local_bytes",
+        "circulate_off_over_local_bytes",
+    ]
