@@ -61,7 +61,7 @@ class Exchange(Pact):
             return [(w, part) for w, part in enumerate(parts) if part]
         keys = np.asarray(self.keys(batch), dtype=np.int64)
         # x % peers costs ~11 ns per record in numpy; a power of two can mask instead (~0.4).
-        workers = keys & (peers - 1) if peers & (peers - 1) == 0 else keys % peers
+        workers: np.ndarray = keys & (peers - 1) if peers & (peers - 1) == 0 else keys % peers
         if len(workers) != len(batch):
             raise ValueError(
                 f"exchange keys returned {len(workers)} routes for a batch of {len(batch)}"
