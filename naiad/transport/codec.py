@@ -266,20 +266,61 @@ def _array(dtype_str: Any, shape_list: Any, body: memoryview) -> tuple[np.ndarra
     return np.frombuffer(body[:size], dtype=dtype).reshape(shape), size
 
 
+def _flat_time(time: Any) -> list[int] | None:
+    """``[epoch, counter, ...]`` for an int or a chain of ``Product``; None otherwise."""
+    counters = []
+    while time.__class__ is Product:
+        counters.append(time.inner)
+        time = time.outer
+    if time.__class__ is not int:
+        return None
+    counters.append(time)
+    counters.reverse()
+    return counters
+
+
 def encode_changes(changes: list[tuple[tuple[int, Any], int]]) -> bytes:
-    """A progress batch: ``[((location, time), delta), ...]``."""
-    return packb([[loc, time, delta] for (loc, time), delta in changes])
+    """A progress batch: ``[((location, time), delta), ...]``.
+
+    Integer and ``Product`` times (the common case) travel as flat integer rows
+    ``[location, delta, epoch, counter, ...]``, several times cheaper to pack than the
+    extension types; any other time falls back to the tagged form.
+
+    >>> batch = [((3, Product(0, 5)), 1), ((3, Product(0, 4)), -1), ((1, 7), 1)]
+    >>> decode_changes(encode_changes(batch)) == batch
+    True
+    """
+    rows = []
+    for (loc, time), delta in changes:
+        flat = _flat_time(time)
+        if flat is None:
+            return packb([_CHANGES_TAGGED, [[loc, time, delta] for (loc, time), delta in changes]])
+        rows.append([loc, delta, *flat])
+    return msgpack.packb([_CHANGES_FLAT, rows])
+
+
+_CHANGES_TAGGED = 0
+_CHANGES_FLAT = 1
 
 
 def decode_changes(payload: bytes | memoryview) -> list[tuple[tuple[int, Any], int]]:
-    rows = unpackb(payload)
-    if not isinstance(rows, list):
+    message = unpackb(payload)
+    if not (isinstance(message, list) and len(message) == 2 and isinstance(message[1], list)):
         raise FrameError("malformed progress batch")
+    form, rows = message
     out = []
     for row in rows:
-        if not (isinstance(row, list) and len(row) == 3):
+        if form == _CHANGES_FLAT and isinstance(row, list) and len(row) >= 3:
+            loc, delta, *coords = row
+            if not all(isinstance(c, int) and not isinstance(c, bool) for c in coords):
+                raise FrameError("malformed progress time")
+            time: Any = coords[0]
+            for counter in coords[1:]:
+                time = Product(time, counter)
+        elif form == _CHANGES_TAGGED and isinstance(row, list) and len(row) == 3:
+            loc, time, delta = row
+        else:
             raise FrameError("malformed progress update")
-        loc, time, delta = row
         if not (isinstance(loc, int) and isinstance(delta, int)) or isinstance(delta, bool):
             raise FrameError("malformed progress update")
         out.append(((loc, time), delta))

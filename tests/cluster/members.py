@@ -25,7 +25,9 @@ class DiesAt(naiad.Vertex):
         self.send(cap, batch)
 
 
-async def stream_epochs(epochs: int, victim: int, die_at: int, report: str) -> None:
+async def stream_epochs(
+    epochs: int, victim: int, die_at: int, report: str, pace: float = 0.0
+) -> None:
     """Feeds ``epochs`` epochs, waiting for each to complete; prints a JSON line with the
     per-epoch sums seen by this process, or the error that stopped it."""
     sums: dict[int, int] = {}
@@ -39,7 +41,11 @@ async def stream_epochs(epochs: int, victim: int, die_at: int, report: str) -> N
     try:
         async with naiad.Runtime() as rt:
             df = rt.dataflow(build)
+            with open(report + ".started", "w"):
+                pass  # the cluster is connected and running
             for epoch in range(epochs):
+                if pace:
+                    await asyncio.sleep(pace)
                 for handle, _ in df.results:
                     handle.send([epoch * 10 + i for i in range(10)])
                     handle.advance_to(epoch + 1)
@@ -60,5 +66,6 @@ if __name__ == "__main__":
         int(sys.argv[3]),
         sys.argv[4],
     )
+    pace = float(sys.argv[5]) if len(sys.argv) > 5 else 0.0
     report = os.path.join(out_dir, f"process-{os.environ.get('NAIAD_PROCESS', '0')}.json")
-    asyncio.run(stream_epochs(epochs, victim, die_at, report))
+    asyncio.run(stream_epochs(epochs, victim, die_at, report, pace))

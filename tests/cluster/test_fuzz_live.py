@@ -89,13 +89,23 @@ def test_fuzzing_a_live_cluster_does_not_change_its_result(tmp_path: Path) -> No
                 "-1",
                 "0",
                 str(tmp_path),
+                "0.005",
             ],
             env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            # Files, not pipes: thousands of logged rejections would fill an unread pipe
+            # (64 KiB) and block the member on its own logging.
+            stdout=subprocess.DEVNULL,
+            stderr=(tmp_path / f"stderr-{i}").open("wb"),
         )
         for i in range(2)
     ]
+    # Fire once both members run the computation (strangers during the members' own start-up
+    # are a separate case: see the closing note), and pace the epochs so the fuzzing overlaps.
+    deadline = time.monotonic() + 60
+    while not all((tmp_path / f"process-{i}.json.started").exists() for i in range(2)):
+        assert time.monotonic() < deadline, "the cluster did not start"
+        assert all(m.poll() is None for m in members), "a member exited during start-up"
+        time.sleep(0.02)
     stop, sent = threading.Event(), [0]
     fuzzer = threading.Thread(target=fire, args=(ports, 3000, stop, sent))
     fuzzer.start()
@@ -107,9 +117,9 @@ def test_fuzzing_a_live_cluster_does_not_change_its_result(tmp_path: Path) -> No
         for m in members:
             if m.poll() is None:
                 m.kill()
-    stderr = b"".join(m.stderr.read() for m in members if m.stderr).decode()
+    stderr = "".join((tmp_path / f"stderr-{i}").read_text() for i in range(2))
     assert codes == [0, 0], stderr[-3000:]
-    assert sent[0] > 500, "the fuzzer barely ran during the computation"
+    assert sent[0] > 200, "the fuzzer barely ran during the computation"
     assert "rejected" in stderr or "handshake" in stderr  # the strangers were noticed
     totals: dict[str, int] = {}
     for index in range(2):
