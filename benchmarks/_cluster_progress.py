@@ -362,6 +362,17 @@ def runtime(args: argparse.Namespace) -> naiad.Runtime:
     return naiad.Runtime(accumulate=args.accumulate != "off", central=args.central)
 
 
+def input_through_loop(scope: naiad.Scope, vertex: naiad.Vertex, keys: Any) -> naiad.InputHandle:
+    """input -> iterative: enter -> concat(feedback) -> unary(vertex, exchange by keys) ->
+    connect_loop; returns the input handle (the graph both workloads use)."""
+    handle, initial = scope.new_input()
+    with scope.iterative() as loop:
+        feedback, cycle = loop.feedback()
+        records = initial.enter(loop).concat(cycle)
+        records.unary(vertex, exchange=naiad.Exchange(keys=keys)).connect_loop(feedback)
+    return handle
+
+
 async def member(args: argparse.Namespace) -> dict[str, Any]:
     if args.workload == "circulate":
         return await member_circulate(args)
@@ -376,14 +387,7 @@ async def member_circulate(args: argparse.Namespace) -> dict[str, Any]:
         def build(scope: naiad.Scope) -> Any:
             vertex = Hop(args.hops)
             vertices.append(vertex)
-            handle, initial = scope.new_input()
-            with scope.iterative() as loop:
-                feedback, cycle = loop.feedback()
-                records = initial.enter(loop).concat(cycle)
-                records.unary(vertex, exchange=naiad.Exchange(keys=batch_keys)).connect_loop(
-                    feedback
-                )
-            return handle
+            return input_through_loop(scope, vertex, batch_keys)
 
         seen, names = hooks(rt, args)
         start = clock()
@@ -446,14 +450,7 @@ async def member_wcc(args: argparse.Namespace) -> dict[str, Any]:
             )
             vertex = WCC(indptr, neighbours, count, args.chunk)
             vertices.append(vertex)
-            handle, initial = scope.new_input()
-            with scope.iterative() as loop:
-                feedback, cycle = loop.feedback()
-                proposals = initial.enter(loop).concat(cycle)
-                proposals.unary(vertex, exchange=naiad.Exchange(keys=node_keys)).connect_loop(
-                    feedback
-                )
-            return handle
+            return input_through_loop(scope, vertex, node_keys)
 
         seen, names = hooks(rt, args)
         start = clock()

@@ -104,8 +104,6 @@ class Worker:
         self.activations += ran
         return ran
 
-    def has_work(self) -> bool:
-        return bool(self.msg_queue or self.notify_queue)
 
 
 class WorkerGroup:
