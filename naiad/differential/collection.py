@@ -6,8 +6,9 @@ from physical batches). The stateless operators here (``map``, ``filter``, ``neg
 ``concat``, ``inspect``) act on whole batches; ``consolidate`` routes updates by data, sums
 equal ``(data, time)`` pairs once their time is complete, and emits only non-zero changes.
 
-Records are one field; records that are numbers stay numeric columns, others become
-``object`` columns (dictionary-encoded when sorted: one Python call per distinct value).
+Records that are tuples of one length become one column per field; numbers stay numeric
+columns, other values become ``object`` columns (dictionary-encoded when sorted or arranged:
+one Python dict lookup per value).
 Routing uses :func:`stable_hash`, equal in every process (Python's ``hash`` of a string is
 not), so a cluster agrees on where each record lives.
 """
@@ -22,7 +23,11 @@ import numpy as np
 
 from naiad.actors.vertex import StatelessVertex, Vertex
 from naiad.dataflow.channels import Exchange, Pipeline
-from naiad.differential.updates import Updates, _column
+from naiad.differential import iterate as iterate_mod
+from naiad.differential import lattice
+from naiad.differential import reduce as reduce_mod
+from naiad.differential.arrange import Arranged, arrange
+from naiad.differential.updates import Updates, columns_of, records_of, time_matrix
 from naiad.operators.input import InputHandle
 from naiad.operators.probe import ProbeHandle
 from naiad.operators.stream import Stream
@@ -96,18 +101,23 @@ class _Consolidate(Vertex):
 class _Changes(_Consolidate):
     """Consolidates per completed time into a list (a sink)."""
 
-    def __init__(self) -> None:
+    def __init__(self, lex: tuple[bool, ...] = ()) -> None:
         super().__init__()
+        self.lex = lex
         self.out: list[tuple[Any, Any, int]] = []
 
     def on_notify(self, cap: Capability) -> None:
         batches = self.pending.pop(cap.time)
         merged = batches[0].concat(*batches[1:]).consolidate()
-        self.out.extend(sorted(merged.to_records(), key=lambda u: (u[1], repr(u[0]))))
+        self.out.extend(sorted(merged.to_records(self.lex), key=lambda u: (u[1], repr(u[0]))))
 
 
 class Collection:
     """A collection that changes over time: a stream of ``Updates`` batches.
+
+    Records are rows: a tuple of a fixed length is one column per field, anything else one
+    column. Keyed operators (``arrange_by_key``, ``join``, ``reduce``, ``min`` ...) take the
+    first field as the key and the others as the value.
 
     >>> import naiad
     >>> from naiad.differential import Collection
@@ -120,6 +130,10 @@ class Collection:
 
     def __init__(self, stream: Stream) -> None:
         self.stream = stream
+
+    @property
+    def scope(self) -> Any:
+        return self.stream.scope
 
     # --- sources -----------------------------------------------------------------------------
     @staticmethod
@@ -137,7 +151,7 @@ class Collection:
         for epoch, changes in enumerate(epochs):
             batches.append([(record, epoch, diff) for record, diff in changes])
         stream = scope.from_epochs(batches, name)
-        return Collection(stream.map_batch(lambda rows: Updates.from_records(rows)))
+        return Collection(stream.map_batch(updates_of_rows))
 
     # --- stateless operators -------------------------------------------------------------------
     def _apply(self, fn: Callable[[Updates], Updates], name: str) -> Collection:
@@ -147,22 +161,44 @@ class Collection:
     def map(self, f: Callable[[Any], Any], name: str = "map") -> Collection:
         """``f`` applied to every record (one Python call per record)."""
         return self._apply(
-            lambda u: Updates((_column([f(x) for x in u.data[0].tolist()]),), u.times, u.diffs),
+            lambda u: Updates(columns_of([f(x) for x in records_of(u.data)]), u.times, u.diffs),
             name,
         )
 
-    def map_columns(
-        self, f: Callable[[np.ndarray], np.ndarray], name: str = "map_columns"
-    ) -> Collection:
-        """``f`` applied to the data column as a whole (one call per batch)."""
-        return self._apply(lambda u: Updates((np.asarray(f(u.data[0])),), u.times, u.diffs), name)
+    def map_columns(self, f: Callable[..., Any], name: str = "map_columns") -> Collection:
+        """``f(*columns)`` applied to the batch's columns as a whole (one call per batch); it
+        returns a column or a tuple of columns of the same length."""
+
+        def apply(u: Updates) -> Updates:
+            out = f(*u.data)
+            cols = tuple(np.asarray(c) for c in out) if isinstance(out, tuple) else (np.asarray(out),)
+            return Updates(cols, u.times, u.diffs)
+
+        return self._apply(apply, name)
+
+    def flat_map(self, f: Callable[[Any], Iterable[Any]], name: str = "flat_map") -> Collection:
+        """Every record replaced by the records of ``f(record)`` (with the same time and diff)."""
+
+        def apply(u: Updates) -> Updates:
+            out: list[Any] = []
+            index: list[int] = []
+            for i, x in enumerate(records_of(u.data)):
+                for y in f(x):
+                    out.append(y)
+                    index.append(i)
+            rows = np.array(index, dtype=np.int64)
+            if not out:
+                return Updates((np.zeros(0, dtype=np.int64),), u.times[rows], u.diffs[rows])
+            return Updates(columns_of(out), u.times[rows], u.diffs[rows])
+
+        return self._apply(apply, name)
 
     def filter(self, predicate: Callable[[Any], bool], name: str = "filter") -> Collection:
         """The records ``predicate`` accepts."""
 
         def keep(u: Updates) -> Updates:
-            mask = np.fromiter((bool(predicate(x)) for x in u.data[0].tolist()), bool, len(u))
-            return u.take(mask)
+            rows = records_of(u.data)
+            return u.take(np.fromiter((bool(predicate(x)) for x in rows), bool, len(u)))
 
         return self._apply(keep, name)
 
@@ -178,9 +214,10 @@ class Collection:
         self, f: Callable[[tuple[Any, Any, int]], None], name: str = "inspect"
     ) -> Collection:
         """Calls ``f((record, time, diff))`` for every update; passes them on."""
+        lex = lattice.scope_lex(self.scope)
 
         def each(_time: Any, batch: Updates) -> None:
-            for update in batch.to_records():
+            for update in batch.to_records(lex):
                 f(update)
 
         return Collection(self.stream.inspect_batch(each, name))
@@ -193,6 +230,87 @@ class Collection:
         )
         return Collection(self.stream.derive(node))
 
+    def arrange_by_key(self, name: str = "arrange") -> Arranged:
+        """This collection indexed by its first field (the key), shareable by readers."""
+        return arrange(self, name)
+
+    def arrange_by_self(self, name: str = "arrange_by_self") -> Arranged:
+        """This collection indexed by whole records (for ``distinct``, ``semijoin`` keys)."""
+        return arrange(self, name)
+
+    def join(self, other: Collection | Arranged, name: str = "join") -> Collection:
+        """``(key, *values, *other values)`` for every pair of records with equal keys."""
+        return self.arrange_by_key(name + ".arrange").join(other, name)
+
+    def semijoin(self, keys: Collection | Arranged, name: str = "semijoin") -> Collection:
+        """The records whose key is in ``keys`` (multiplicities multiply: pass a set)."""
+        return self.arrange_by_key(name + ".arrange").semijoin(keys, name)
+
+    def antijoin(self, keys: Collection | Arranged, name: str = "antijoin") -> Collection:
+        """The records whose key is not in ``keys`` (a set)."""
+        return self.concat(self.semijoin(keys, name).negate(name + ".negate"), name=name)
+
+    def reduce(
+        self, f: Callable[[Any, list[tuple[Any, int]]], Iterable[tuple[Any, int]]], name: str = "reduce"
+    ) -> Collection:
+        """Per key, ``f(key, [(value, count), ...])`` -> ``[(output value, count), ...]``; the
+        result holds ``(key, output value)`` records."""
+        return self.arrange_by_key(name + ".arrange").reduce(f, name).as_collection()
+
+    def _logic(self, logic: Any, name: str) -> Collection:
+        return self.arrange_by_key(name + ".arrange").reduce(logic, name).as_collection()
+
+    def count(self, name: str = "count") -> Collection:
+        """``(*record, count)`` for every distinct record."""
+        return self._logic(reduce_mod.CountLogic(), name)
+
+    def distinct(self, name: str = "distinct") -> Collection:
+        """Every record with a positive count, once."""
+        return self._logic(reduce_mod.ThresholdLogic(None), name)
+
+    def threshold(self, f: Callable[[np.ndarray], Any], name: str = "threshold") -> Collection:
+        """Every record with multiplicity ``f(count)``; ``f`` maps a numpy array of counts."""
+        return self._logic(reduce_mod.ThresholdLogic(f), name)
+
+    def sum(self, name: str = "sum") -> Collection:
+        """``(key, sum of value × multiplicity)`` for ``(key, number)`` records."""
+        return self._logic(reduce_mod.SumLogic(), name)
+
+    def min(self, name: str = "min") -> Collection:
+        """``(key, least value)`` per key."""
+        return self._logic(reduce_mod.ExtremeLogic(largest=False), name)
+
+    def max(self, name: str = "max") -> Collection:
+        """``(key, greatest value)`` per key."""
+        return self._logic(reduce_mod.ExtremeLogic(largest=True), name)
+
+    # --- loops ---------------------------------------------------------------------------------
+    def enter(self, loop: Any, name: str = "enter") -> Collection:
+        """This collection inside loop context ``loop`` (constant across iterations)."""
+        return iterate_mod.enter(self, loop, name)
+
+    def enter_at(self, loop: Any, at: Callable[[np.ndarray], np.ndarray], name: str = "enter_at") -> Collection:
+        """Inside ``loop``, each update entering at counter ``at(first column)`` (vectorized):
+        the priority of prioritized iteration."""
+        return iterate_mod.enter(self, loop, name, at)
+
+    def leave(self, name: str = "leave") -> Collection:
+        """This collection outside its loop context (its accumulation over all iterations)."""
+        return iterate_mod.leave(self, name)
+
+    def iterate(
+        self,
+        body: Callable[[Collection], Collection],
+        priority: Callable[[np.ndarray], np.ndarray] | None = None,
+        name: str = "iterate",
+    ) -> Collection:
+        """The fixed point of ``body`` starting from this collection (seed 002's FixedPoint):
+        ``body`` gets the iteration variable (inside a new loop) and returns its next value.
+        With ``priority`` (a vectorized map of the first column to integers) records enter
+        in priority order, each priority iterated to its fixed point before the next
+        (lexicographic time, seed 002 §5.1.2)."""
+        return iterate_mod.iterate(self, body, priority, name)
+
     # --- outputs -------------------------------------------------------------------------------
     def probe(self, name: str = "probe") -> ProbeHandle:
         return self.stream.probe(name)
@@ -200,10 +318,64 @@ class Collection:
     def changes(self, name: str = "changes") -> list[tuple[Any, Any, int]]:
         """A list filling with this worker's ``(record, time, diff)`` changes, consolidated
         per time, in time order, as times complete."""
-        vertex = _Changes()
+        vertex = _Changes(lattice.scope_lex(self.scope))
         self.stream.scope.add_operator(name, vertex, [(self.stream, Pipeline())], outputs=0)
         return vertex.out
 
+    def view(self, gather: bool = True, name: str = "view") -> View:
+        """A materialized view: the collection's contents at any completed time. With
+        ``gather`` every worker's records are sent to worker 0's view."""
+        view = View(lattice.scope_lex(self.scope))
+        pact = Exchange(keys=lambda u: np.zeros(len(u), dtype=np.int64)) if gather else Pipeline()
+        self.stream.scope.add_operator(name, _ViewVertex(view), [(self.stream, pact)], outputs=0)
+        return view
+
+
+def updates_of_rows(rows: list[tuple[Any, Any, int]]) -> Updates:
+    """``(record, time, diff)`` triples as a batch (records split into columns)."""
+    depth_ = depth(rows[0][1]) if rows else 0
+    return Updates(
+        columns_of([r for r, _, _ in rows]),
+        time_matrix((t for _, t, _ in rows), depth_),
+        np.array([d for _, _, d in rows], dtype=np.int64),
+    )
+
+
+class View:
+    """The accumulated contents of a collection, readable at completed times."""
+
+    def __init__(self, lex: tuple[bool, ...]) -> None:
+        self.lex = lex
+        self.updates: list[Updates] = []
+        self.frontier: list[Any] = []
+        self.vertex: _ViewVertex | None = None
+
+    def complete(self, time: Any) -> bool:
+        """Whether no more changes at or before ``time`` can arrive."""
+        assert self.vertex is not None
+        return not self.vertex.frontier(0).less_equal(time)
+
+    def at(self, time: Any) -> dict[Any, int]:
+        """``{record: multiplicity}`` at ``time`` (which must be complete)."""
+        if not self.complete(time):
+            raise ValueError(f"view: time {time!r} is not complete yet; its contents may change")
+        if not self.updates:
+            return {}
+        u = self.updates[0].concat(*self.updates[1:])
+        row = np.array(lattice.time_row(time, u.depth), dtype=np.int64)
+        u = u.take(lattice.less_equal(u.times, row[None, :], self.lex))
+        u = Updates(u.data, np.zeros((len(u), 1), dtype=np.int64), u.diffs).consolidate()
+        self.updates = [self.updates[0].concat(*self.updates[1:])] if len(self.updates) > 1 else self.updates
+        return {r: d for r, _, d in u.to_records()}
+
+
+class _ViewVertex(Vertex):
+    def __init__(self, view: View) -> None:
+        self.view = view
+        view.vertex = self
+
+    def on_recv(self, port: int, cap: Capability, batch: Updates) -> None:
+        self.view.updates.append(batch)
 
 class InputSession:
     """Buffers this worker's changes and sends them as one batch per flush.
@@ -234,8 +406,7 @@ class InputSession:
 
     def flush(self) -> None:
         if self._staged:
-            depth_ = depth(self._staged[0][1])
-            self.handle.send(Updates.from_records(self._staged, depth=depth_))
+            self.handle.send(updates_of_rows(self._staged))
             self._staged = []
 
     def advance_to(self, epoch: Any) -> None:

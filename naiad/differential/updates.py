@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from naiad.differential.lattice import time_of
 from naiad.progress.timestamp import Product
 from naiad.transport.codec import register_columnar
 
@@ -34,6 +35,102 @@ def _column(values: Sequence[Any]) -> np.ndarray:
         array = np.empty(len(values), dtype=object)
         array[:] = list(values)
     return array
+
+
+def columns_of(values: Sequence[Any]) -> tuple[np.ndarray, ...]:
+    """Records as columns: tuples of one common length become one column per field, anything
+    else one column.
+
+    >>> [c.tolist() for c in columns_of([(1, "a"), (2, "b")])]
+    [[1, 2], ['a', 'b']]
+    >>> [c.tolist() for c in columns_of([3, 4])]
+    [[3, 4]]
+    """
+    if values and isinstance(values[0], tuple):
+        width = len(values[0])
+        if width > 1 and all(isinstance(v, tuple) and len(v) == width for v in values):
+            return tuple(_column([v[i] for v in values]) for i in range(width))
+    return (_column(values),)
+
+
+def records_of(columns: Sequence[np.ndarray]) -> list[Any]:
+    """The inverse of :func:`columns_of`: one Python value per row."""
+    fields = [c.tolist() for c in columns]
+    if len(fields) == 1:
+        return fields[0]
+    return list(zip(*fields, strict=True))
+
+
+class Interner:
+    """Dictionary encoding of Python values as int64 codes, shared by a whole process.
+
+    Arrangements store ``object`` columns as codes, so that sorting, merging and joining are
+    numeric; equal values get equal codes everywhere in the process. The price: one dict
+    lookup per value on the way in, one list index per value on the way out, and the table
+    keeps every distinct value ever seen (documented cost of arbitrary Python values).
+
+    >>> codes = INTERNER.encode(np.array(["x", "y", "x"], dtype=object))
+    >>> bool(codes[0] == codes[2]), INTERNER.decode(codes).tolist()
+    (True, ['x', 'y', 'x'])
+    """
+
+    def __init__(self) -> None:
+        self.codes: dict[Any, int] = {}
+        self.values: list[Any] = []
+
+    def encode(self, column: np.ndarray) -> np.ndarray:
+        codes, values = self.codes, self.values
+
+        def code(v: Any) -> int:
+            c = codes.get(v)
+            if c is None:
+                c = codes[v] = len(values)
+                values.append(v)
+            return c
+
+        try:
+            return np.fromiter((code(v) for v in column.tolist()), np.int64, len(column))
+        except TypeError as e:
+            raise TypeError(f"records in a collection must be hashable: {e}") from None
+
+    def decode(self, codes: np.ndarray) -> np.ndarray:
+        out = np.empty(len(codes), dtype=object)
+        values = self.values
+        out[:] = [values[c] for c in codes.tolist()]
+        return out
+
+
+INTERNER = Interner()
+
+
+def consolidation(
+    columns: Sequence[np.ndarray], times: np.ndarray, diffs: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """For numeric columns: the index of one row per distinct non-cancelling (columns, time),
+    in sorted order, and the summed diffs: one ``lexsort`` and one ``add.reduceat``."""
+    n = len(diffs)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), diffs
+    keys = [*columns, *times.T]
+    order = np.lexsort(keys[::-1])  # lexsort sorts by its last key first
+    change = np.zeros(n, dtype=bool)
+    change[0] = True
+    for k in keys:
+        sk = k[order]
+        change[1:] |= sk[1:] != sk[:-1]
+    starts = np.flatnonzero(change)
+    sums = np.add.reduceat(diffs[order], starts)
+    keep = sums != 0
+    return order[starts[keep]], sums[keep]
+
+
+def sort_consolidate(
+    columns: Sequence[np.ndarray], times: np.ndarray, diffs: np.ndarray
+) -> tuple[tuple[np.ndarray, ...], np.ndarray, np.ndarray]:
+    """Numeric columns, times and diffs sorted by (columns, time), equal rows summed, zeros
+    dropped."""
+    picked, sums = consolidation(columns, times, diffs)
+    return tuple(c[picked] for c in columns), times[picked], sums
 
 
 def _codes(column: np.ndarray) -> np.ndarray:
@@ -63,14 +160,6 @@ def time_matrix(times: Iterable[Any], depth: int) -> np.ndarray:
         row.append(t)
         rows.append(row[::-1])
     return np.array(rows, dtype=np.int64).reshape(len(rows), depth + 1)
-
-
-def time_of(row: np.ndarray) -> Any:
-    """The timestamp of one row of a time matrix (an int at depth 0)."""
-    t: Any = int(row[0])
-    for counter in row[1:]:
-        t = Product(t, int(counter))
-    return t
 
 
 class Updates:
@@ -142,26 +231,15 @@ class Updates:
         n = len(self)
         if n == 0:
             return self
-        keys = [*(_codes(c) for c in self.data), *self.times.T]
-        order = np.lexsort(keys[::-1])  # lexsort sorts by its last key first
-        sorted_keys = [k[order] for k in keys]
-        change = np.zeros(n, dtype=bool)
-        change[0] = True
-        for k in sorted_keys:
-            change[1:] |= k[1:] != k[:-1]
-        starts = np.flatnonzero(change)
-        sums = np.add.reduceat(self.diffs[order], starts)
-        keep = sums != 0
-        picked = order[starts[keep]]
-        return Updates(tuple(c[picked] for c in self.data), self.times[picked], sums[keep])
+        picked, sums = consolidation([_codes(c) for c in self.data], self.times, self.diffs)
+        return Updates(tuple(c[picked] for c in self.data), self.times[picked], sums)
 
-    def to_records(self) -> list[tuple[Any, Any, int]]:
+    def to_records(self, lex: Sequence[bool] = ()) -> list[tuple[Any, Any, int]]:
         """The updates as ``(data, time, diff)`` triples (Python values)."""
-        fields = [c.tolist() for c in self.data]
-        data = fields[0] if len(fields) == 1 else list(zip(*fields, strict=True))
+        data = records_of(self.data)
         return [
-            (d, time_of(t), int(r))
-            for d, t, r in zip(data, self.times, self.diffs.tolist(), strict=True)
+            (d, time_of(t, lex), int(r))
+            for d, t, r in zip(data, self.times.tolist(), self.diffs.tolist(), strict=True)
         ]
 
     def __repr__(self) -> str:

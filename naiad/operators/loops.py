@@ -23,13 +23,21 @@ if TYPE_CHECKING:
 
 
 class Retime(StatelessVertex):
-    """Forwards each batch at ``retime(time)``: the time its path summary allows."""
+    """Forwards each batch at ``retime(time)``: the time its path summary allows.
 
-    def __init__(self, retime: Callable[[Any], Any]) -> None:
+    ``transform`` rewrites the batch on the way (differential batches carry their updates'
+    times inside and re-time them too)."""
+
+    def __init__(
+        self, retime: Callable[[Any], Any], transform: Callable[[Any], Any] | None = None
+    ) -> None:
         self.retime = retime
+        self.transform = transform
 
     def on_recv(self, port: int, cap: Capability, batch: Any) -> None:
         time = self.retime(cap.time)
+        if self.transform is not None:
+            batch = self.transform(batch)
         for pusher in self.shard.outputs[0].pushers:
             pusher.push(time, batch)
 
@@ -44,7 +52,12 @@ class FeedbackHandle:
         self.connected = False
 
 
-def enter(stream: Stream, loop: Scope, name: str = "ingress") -> Stream:
+def enter(
+    stream: Stream,
+    loop: Scope,
+    name: str = "ingress",
+    transform: Callable[[Any], Any] | None = None,
+) -> Stream:
     """``stream`` inside the loop context ``loop``, its times extended with counter 0."""
     if loop.parent is not stream.scope:
         raise BuildError(
@@ -55,7 +68,7 @@ def enter(stream: Stream, loop: Scope, name: str = "ingress") -> Stream:
     assert time_class is not None
     node = loop.add_operator(
         name,
-        Retime(lambda t: time_class(t, 0)),
+        Retime(lambda t: time_class(t, 0), transform),
         [(stream, Pipeline())],
         summary=[[[PathSummary.ingress(time_class)]]],
         input_scope=stream.scope,
@@ -63,14 +76,16 @@ def enter(stream: Stream, loop: Scope, name: str = "ingress") -> Stream:
     return stream.derive(node, scope=loop)
 
 
-def leave(stream: Stream, name: str = "egress") -> Stream:
+def leave(
+    stream: Stream, name: str = "egress", transform: Callable[[Any], Any] | None = None
+) -> Stream:
     """``stream`` outside its loop context, the loop counter dropped."""
     parent = stream.scope.parent
     if parent is None:
         raise BuildError(f"stream {stream!r} is not inside a loop context; it cannot leave")
     node = parent.add_operator(
         name,
-        Retime(lambda t: t.outer),
+        Retime(lambda t: t.outer, transform),
         [(stream, Pipeline())],
         summary=[[[PathSummary.egress()]]],
         input_scope=stream.scope,
@@ -78,7 +93,12 @@ def leave(stream: Stream, name: str = "egress") -> Stream:
     return stream.derive(node, scope=parent)
 
 
-def feedback(scope: Scope, step: int = 1, name: str = "feedback") -> tuple[FeedbackHandle, Stream]:
+def feedback(
+    scope: Scope,
+    step: int = 1,
+    name: str = "feedback",
+    transform: Callable[[Any], Any] | None = None,
+) -> tuple[FeedbackHandle, Stream]:
     """A feedback vertex: its output stream now, its input later via ``connect_loop``."""
     if step < 1:
         raise BuildError(
@@ -89,7 +109,7 @@ def feedback(scope: Scope, step: int = 1, name: str = "feedback") -> tuple[Feedb
         retime: Callable[[Any], Any] = lambda t: t + step  # noqa: E731
     else:
         retime = lambda t: t.__class__(t.outer, t.inner + step)  # noqa: E731
-    node = scope.add_operator(name, Retime(retime), [], summary=None, outputs=1)
+    node = scope.add_operator(name, Retime(retime, transform), [], summary=None, outputs=1)
     spec = scope.build.operators[node]
     spec.inputs = 1
     spec.summary = [[[PathSummary.feedback(step)]]]

@@ -1,0 +1,263 @@
+"""The arrange operator and :class:`Arranged`: a collection indexed by key, shared by readers.
+
+``arrange`` routes updates by key to their worker, holds them until their times complete,
+then seals them into one immutable :class:`~naiad.differential.trace.Batch` per held
+capability, inserts it into this worker's :class:`~naiad.differential.trace.Spine`, and sends
+the same batch object downstream (readers are on the same worker: ``Pipeline``). Every
+reader of the arrangement (join, reduce, an import into another dataflow) holds a
+:class:`~naiad.differential.trace.TraceHandle` on the one spine: K-Pg's shared arrangement.
+
+Records are rows of columns: the first column is the key, the others the value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from naiad.actors.vertex import StatelessVertex, Vertex
+from naiad.dataflow.channels import Exchange, Pipeline
+from naiad.differential import lattice
+from naiad.differential.trace import Batch, Spine, TraceHandle
+from naiad.differential.updates import Updates
+from naiad.progress.capability import Capability
+
+if TYPE_CHECKING:
+    from naiad.differential.collection import Collection
+
+
+def key_route(updates: Updates) -> np.ndarray:
+    """Per update, a routing key from its first column, equal in every process."""
+    from naiad.differential.collection import route
+
+    return route(updates)
+
+
+class HeldTimes:
+    """Capabilities held for the minimal times of pending updates (one per antichain element)."""
+
+    def __init__(self, lex: tuple[bool, ...], depth: int) -> None:
+        self.lex, self.depth = lex, depth
+        self.caps: list[Capability] = []
+
+    def add(self, cap: Capability) -> None:
+        if not any(lattice.less_equal(_row(c, self.depth), _row(cap, self.depth), self.lex) for c in self.caps):
+            self.caps.append(cap.retain())
+
+    def rows(self) -> np.ndarray:
+        return np.array([_row(c, self.depth) for c in self.caps], dtype=np.int64).reshape(
+            len(self.caps), self.depth + 1
+        )
+
+    def at(self, row: np.ndarray) -> Capability:
+        """A new capability for the time ``row``, delayed from a held one."""
+        for c in self.caps:
+            if bool(lattice.less_equal(_row(c, self.depth), row, self.lex)):
+                return c.delayed(lattice.time_of(row, self.lex))
+        raise AssertionError(f"no held capability at or before {row.tolist()}")  # pragma: no cover
+
+    def reset(self, minimal: np.ndarray) -> None:
+        """Holds exactly the times ``minimal`` (each at or after a held time)."""
+        fresh = [self.at(row) for row in minimal]
+        for c in self.caps:
+            c.drop()
+        self.caps = fresh
+
+
+def _row(cap: Capability, depth: int) -> np.ndarray:
+    return np.array(lattice.time_row(cap.time, depth), dtype=np.int64)
+
+
+class ArrangeVertex(Vertex):
+    """Buffers updates until their times complete; seals them into the spine."""
+
+    def __init__(self, spine: Spine) -> None:
+        self.spine = spine
+        self.pending: list[Updates] = []
+        self.held = HeldTimes(spine.lex, spine.depth)
+
+    def on_recv(self, port: int, cap: Capability, batch: Updates) -> None:
+        if len(batch):
+            self.pending.append(batch)
+            self.held.add(cap)
+
+    def on_frontier(self) -> None:
+        spine = self.spine
+        frontier = lattice.frontier_rows(self.frontier(0).frontier, spine.depth)
+        if np.array_equal(frontier, spine.upper):
+            return
+        sealed = False
+        if self.pending:
+            u = self.pending[0].concat(*self.pending[1:]) if len(self.pending) > 1 else self.pending[0]
+            waiting = lattice.beyond(u.times, frontier, spine.lex)
+            if not waiting.all():
+                ready = u.take(~waiting)
+                assigned = np.zeros(len(ready), dtype=bool)
+                for cap in sorted(self.held.caps, key=lambda c: lattice.time_row(c.time, spine.depth)):
+                    mine = ~assigned & lattice.less_equal(
+                        _row(cap, spine.depth)[None, :], ready.times, spine.lex
+                    )
+                    if mine.any():
+                        assigned |= mine
+                        part = ready.take(mine)
+                        batch = spine.insert_updates(
+                            part.data[0], part.data[1:], part.times, part.diffs, upper=frontier
+                        )
+                        sealed = True
+                        if len(batch):
+                            self.send(cap, batch)
+                rest = u.take(waiting)
+                self.pending = [rest] if len(rest) else []
+                self.held.reset(lattice.minimal_rows(rest.times, spine.lex))
+        if not sealed:  # no updates, but the upper moves: readers (imports) must hear of it
+            empty = np.zeros(0, dtype=np.int64)
+            spine.insert(
+                Batch(empty, (), np.zeros((0, spine.depth + 1), np.int64), empty,
+                      spine.upper, frontier, spine.since())
+            )
+        if not len(frontier):
+            spine.idle_merge()
+
+    def checkpoint(self) -> Any:
+        return self.pending
+
+    def restore(self, state: Any) -> None:
+        self.pending = state
+
+
+class _AsCollection(StatelessVertex):
+    def __init__(self, spine: Spine) -> None:
+        self.spine = spine
+
+    def on_recv(self, port: int, cap: Capability, batch: Batch) -> None:
+        if len(batch):
+            self.send(cap, batch_updates(self.spine, batch))
+
+
+def batch_updates(spine: Spine, batch: Batch) -> Updates:
+    """A batch's updates as an ``Updates`` (values decoded)."""
+    cols = [spine.decode(0, batch.keys), *(spine.decode(i + 1, v) for i, v in enumerate(batch.vals))]
+    return Updates(tuple(cols), batch.times, batch.diffs)
+
+
+class Arranged:
+    """A collection arranged by key on every worker: a stream of sealed batches plus the
+    spine they accumulate in. Join, reduce, count and distinct read it without copying."""
+
+    def __init__(self, stream: Any, spine: Spine) -> None:
+        self.stream = stream
+        self.spine = spine
+        self._trace: TraceHandle | None = None
+
+    @property
+    def scope(self) -> Any:
+        return self.stream.scope
+
+    @property
+    def trace(self) -> TraceHandle:
+        """A handle for reading this arrangement later, or importing it into another dataflow.
+        Holding it keeps history uncompacted: advance it or ``close()`` it when done."""
+        if self._trace is None:
+            self._trace = TraceHandle(self.spine)
+        return self._trace
+
+    def handle(self) -> TraceHandle:
+        """A new reader's handle (used by the operators built on this arrangement)."""
+        return TraceHandle(self.spine)
+
+    def as_collection(self, name: str = "as_collection") -> Collection:
+        from naiad.differential.collection import Collection
+
+        node = self.scope.add_operator(name, _AsCollection(self.spine), [(self.stream, Pipeline())])
+        return Collection(self.stream.derive(node))
+
+    def join(self, other: Arranged | Collection, name: str = "join") -> Collection:
+        from naiad.differential.join import join_arranged
+
+        return join_arranged(self, _arranged(other), name)
+
+    def semijoin(self, other: Arranged | Collection, name: str = "semijoin") -> Collection:
+        from naiad.differential.join import join_arranged
+
+        return join_arranged(self, _arranged(other), name, right_values=False)
+
+    def reduce(self, logic: Any, name: str = "reduce") -> Arranged:
+        from naiad.differential.reduce import reduce_arranged
+
+        return reduce_arranged(self, logic, name)
+
+    def count(self, name: str = "count") -> Collection:
+        from naiad.differential import reduce as r
+
+        return self.reduce(r.CountLogic(), name).as_collection()
+
+    def distinct(self, name: str = "distinct") -> Collection:
+        from naiad.differential import reduce as r
+
+        return self.reduce(r.ThresholdLogic(None), name).as_collection()
+
+
+def _arranged(c: Arranged | Collection) -> Arranged:
+    return c if isinstance(c, Arranged) else c.arrange_by_key()
+
+
+def arrange(collection: Collection, name: str = "arrange") -> Arranged:
+    """``collection`` arranged by its first column."""
+    scope = collection.stream.scope
+    spine = Spine(scope.depth, lattice.scope_lex(scope), name)
+    node = scope.add_operator(
+        name, ArrangeVertex(spine), [(collection.stream, Exchange(keys=key_route))]
+    )
+    return Arranged(collection.stream.derive(node), spine)
+
+
+class _ImportVertex(Vertex):
+    """Replays a spine of another dataflow: its current batches first, then new ones."""
+
+    def __init__(self, spine: Spine, handle: TraceHandle) -> None:
+        self.spine = spine
+        self.handle = handle
+        self.cap: Capability | None = None
+        self.queue: list[Batch] = []
+
+    def on_start(self, cap: Capability) -> None:
+        self.cap = cap.retain()
+        # the imported history, compacted to what the source allows
+        self.queue = list(self.spine.batches)
+        self.spine.listeners.append(self._arrived)
+        self._drain()
+        self.handle.close()  # the readers built on the import hold their own handles now
+
+    def _arrived(self, batch: Batch) -> None:
+        self.queue.append(batch)
+        self._drain()
+
+    def _drain(self) -> None:
+        cap = self.cap
+        if cap is None or not cap.valid:
+            return
+        for batch in self.queue:
+            if len(batch):  # sent at its least epoch: no update of a message precedes its time
+                self.send(cap.delayed(max(int(batch.times[:, 0].min()), cap.time)), batch)
+        self.queue = []
+        upper = self.spine.upper
+        if not len(upper):
+            cap.drop()
+            self.spine.listeners.remove(self._arrived)
+        elif int(upper[0, 0]) > cap.time:
+            cap.downgrade(int(upper[0, 0]))
+        self.shard.worker.flush()
+
+
+def import_trace(handle: TraceHandle, scope: Any, name: str = "import") -> Arranged:
+    """The arrangement behind ``handle`` as an arrangement of ``scope``'s dataflow (same workers,
+    root scope, integer epochs): the present contents first, then every batch sealed later."""
+    spine = handle.spine
+    if scope.depth != 0 or spine.depth != 0:
+        raise ValueError("import: only arrangements of root scopes (integer epochs) can be imported")
+    reader = TraceHandle(spine, logical=handle.logical)
+    node = scope.add_operator(name, _ImportVertex(spine, reader), [])
+    return Arranged(scope.stream(node), spine)
+

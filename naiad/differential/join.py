@@ -1,0 +1,118 @@
+"""Join of two arrangements (K-Pg §4.2): each new batch of one side meets the batches of the
+other side acknowledged so far, so every pair of batches meets exactly once
+(``d(A ⋈ B) = dA ⋈ B + A' ⋈ dB``, where ``A'`` already includes ``dA``).
+
+Matching is a sort-merge on the key columns: the smaller side's keys are looked up in the
+larger with ``searchsorted``, so a small batch against a large trace costs O(small × log
+large), which keeps installing a small query against a big shared index proportional to the
+small side. The output record is ``(key, *left values, *right values)``, at the join (least
+upper bound) of the two times, with the product of the diffs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from naiad.actors.vertex import Vertex
+from naiad.dataflow.channels import Pipeline
+from naiad.differential import lattice
+from naiad.differential.trace import Batch, Spine, TraceHandle, expand_ranges
+from naiad.differential.updates import INTERNER, Updates
+from naiad.progress.capability import Capability
+
+if TYPE_CHECKING:
+    from naiad.differential.arrange import Arranged
+    from naiad.differential.collection import Collection
+
+
+def match(left: Batch, right: Batch) -> tuple[np.ndarray, np.ndarray]:
+    """Row pairs ``(i, j)`` with ``left.keys[i] == right.keys[j]`` (both sorted by key)."""
+    if not len(left) or not len(right):
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty
+    if len(left) <= len(right):
+        lo = np.searchsorted(right.keys, left.keys, "left")
+        counts = np.searchsorted(right.keys, left.keys, "right") - lo
+        return np.repeat(np.arange(len(left)), counts), expand_ranges(lo, counts)
+    j, i = match(right, left)
+    return i, j
+
+
+class JoinVertex(Vertex):
+    """Port 0: batches of the left arrangement; port 1: of the right."""
+
+    def __init__(
+        self, spines: tuple[Spine, Spine], handles: tuple[TraceHandle, TraceHandle], right_values: bool
+    ) -> None:
+        self.spines = spines
+        self.handles = handles
+        self.right_values = right_values
+        self.lex = spines[0].lex
+
+    def on_recv(self, port: int, cap: Capability, batch: Batch) -> None:
+        other = 1 - port
+        parts = []
+        for theirs in self.spines[other].batches_through(self.handles[other].acknowledged):
+            left, right = (batch, theirs) if port == 0 else (theirs, batch)
+            out = self._join(left, right)
+            if out is not None:
+                parts.append(out)
+        self.handles[port].set_physical_compaction(batch.seq_hi)
+        if parts:
+            self.send(cap, parts[0].concat(*parts[1:]) if len(parts) > 1 else parts[0])
+
+    def _join(self, left: Batch, right: Batch) -> Updates | None:
+        if self.spines[0].encoded[0] != self.spines[1].encoded[0]:
+            left, right = self._recode(left, 0), self._recode(right, 1)
+        i, j = match(left, right)
+        if not len(i):
+            return None
+        sl, sr = self.spines
+        key = sl.decode(0, left.keys[i])
+        cols = [key, *(sl.decode(k + 1, v[i]) for k, v in enumerate(left.vals))]
+        if self.right_values:
+            cols += [sr.decode(k + 1, v[j]) for k, v in enumerate(right.vals)]
+        times = lattice.join(left.times[i], right.times[j], self.lex)
+        return Updates(tuple(cols), times, left.diffs[i] * right.diffs[j])
+
+    def _recode(self, batch: Batch, side: int) -> Batch:
+        """Keys of one side as interned codes when the other side's are (mixed key types)."""
+        if self.spines[side].encoded[0]:
+            return batch
+        codes = INTERNER.encode(batch.keys.astype(object))
+        order = np.argsort(codes, kind="stable")
+        out = Batch(codes[order], tuple(v[order] for v in batch.vals), batch.times[order],
+                    batch.diffs[order], batch.lower, batch.upper, batch.since)
+        return out
+
+    def on_frontier(self) -> None:
+        # a side's trace is read only when the other side's batches arrive, at times in
+        # advance of that input's frontier: compacting it up to there changes no answer
+        for side in (0, 1):
+            frontier = self.frontier(1 - side).frontier
+            if frontier:
+                self.handles[side].set_logical_compaction(frontier)
+            else:
+                self.handles[side].close()
+
+    def checkpoint(self) -> Any:
+        return [h.acknowledged for h in self.handles]
+
+
+def join_arranged(
+    left: Arranged, right: Arranged, name: str, right_values: bool = True
+) -> Collection:
+    from naiad.differential.collection import Collection
+
+    if left.scope is not right.scope:
+        raise ValueError(f"{name}: the two collections belong to different scopes")
+    handles = (left.handle(), right.handle())
+    for h in handles:
+        h.set_physical_compaction(-1)  # nothing read yet: the spines keep new batches apart
+    vertex = JoinVertex((left.spine, right.spine), handles, right_values)
+    node = left.scope.add_operator(
+        name, vertex, [(left.stream, Pipeline()), (right.stream, Pipeline())]
+    )
+    return Collection(left.stream.derive(node))

@@ -1,0 +1,280 @@
+"""Reduce over an arrangement (seed 002 §4, K-Pg §4.3): for every key whose input changed,
+the output at each affected time is recomputed from the accumulated input, and the
+difference to the accumulated output so far is emitted.
+
+With partially ordered times, the output of a key can change at any least upper bound of its
+input times, not only at the times of the changes themselves. The operator keeps a set of
+pending ``(key, time)`` pairs: the times of arriving input, and, whenever a key is evaluated
+at ``t``, the joins of ``t`` with every time in that key's input and output history. A
+pending time is evaluated once the input frontier has passed it, in lexicographic order (a
+linear extension of the partial order, so every time is evaluated after the times before
+it). All keys pending at one time are evaluated together: one gather from each trace, one
+``lexsort`` consolidation and one call of the vectorized logic per time, whatever the number
+of keys.
+
+Logics (``count``, ``distinct``, ``threshold``, ``sum``, ``min``, ``max``) are vectorized over
+the accumulated ``(key, values, count)`` rows sorted by key and value; ``reduce(f)`` calls
+the user's ``f(key, [(value, count), ...])`` once per key (the documented per-key price).
+The operator holds capabilities only for the minimal pending times, so when nothing is
+pending its output frontier is the input's (a reduce that defers no work holds none).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from naiad.actors.vertex import Vertex
+from naiad.dataflow.channels import Pipeline
+from naiad.differential import lattice
+from naiad.differential.arrange import Arranged, HeldTimes
+from naiad.differential.trace import Batch, Spine, TraceHandle
+from naiad.differential.updates import _column, columns_of, consolidation, records_of
+from naiad.progress.capability import Capability
+
+Rows = tuple[np.ndarray, tuple[np.ndarray, ...], np.ndarray]
+"""(keys, value columns, counts): accumulated rows, sorted by key then value, no zeros."""
+
+
+def group_starts(keys: np.ndarray) -> np.ndarray:
+    if not len(keys):
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+
+
+class Logic:
+    """What a reduce computes: accumulated input rows of some keys -> their output rows.
+
+    Keys are in the input spine's representation (interned codes, or numbers); value columns
+    are given decoded, and returned as raw columns (numbers or Python objects).
+    """
+
+
+    def __call__(self, keys: np.ndarray, vals: tuple[np.ndarray, ...], counts: np.ndarray, decode_key: Callable[[np.ndarray], np.ndarray]) -> Rows:
+        raise NotImplementedError
+
+
+class CountLogic(Logic):
+    """``(record, count)`` for every record with a non-zero count."""
+
+
+    def __call__(self, keys, vals, counts, decode_key):  # type: ignore[no-untyped-def]
+        return keys, (*vals, counts.copy()), np.ones(len(keys), dtype=np.int64)
+
+
+class ThresholdLogic(Logic):
+    """Each record with multiplicity ``f(count)`` (``f`` gets and returns a numpy array of
+    counts); ``f=None`` is ``distinct``: multiplicity 1 for every positive count."""
+
+    def __init__(self, f: Callable[[np.ndarray], Any] | None) -> None:
+        self.f = f
+
+
+    def __call__(self, keys, vals, counts, decode_key):  # type: ignore[no-untyped-def]
+        if self.f is None:
+            out = (counts > 0).astype(np.int64)
+        else:
+            out = np.asarray(self.f(counts), dtype=np.int64)
+            if out.shape != counts.shape:
+                raise ValueError(f"threshold: f must map an array of {len(counts)} counts to as many counts")
+        keep = out != 0
+        return keys[keep], tuple(v[keep] for v in vals), out[keep]
+
+
+class SumLogic(Logic):
+    """``(key, sum of value × count)`` per key."""
+
+
+    def __call__(self, keys, vals, counts, decode_key):  # type: ignore[no-untyped-def]
+        if len(vals) != 1:
+            raise ValueError(f"sum: records must be (key, number) pairs, not {len(vals) + 1} fields")
+        starts = group_starts(keys)
+        (v,) = vals
+        if v.dtype == object:
+            raise TypeError("sum: values must be numbers")
+        sums = np.add.reduceat(v * counts, starts) if len(starts) else v[:0]
+        return keys[starts], (sums,), np.ones(len(starts), dtype=np.int64)
+
+
+class ExtremeLogic(Logic):
+    """``(key, least value)`` (``max=True``: greatest) among the values with positive counts."""
+
+    def __init__(self, largest: bool) -> None:
+        self.largest = largest
+
+
+    def __call__(self, keys, vals, counts, decode_key):  # type: ignore[no-untyped-def]
+        if not vals:
+            raise ValueError("min/max: records must be (key, value) pairs")
+        pos = counts > 0
+        keys, vals = keys[pos], tuple(v[pos] for v in vals)
+        if any(v.dtype == object for v in vals):  # Python values: compare them in Python
+            return GenericLogic(self._python, split=len(vals) > 1)(keys, vals, np.ones(len(keys), np.int64), decode_key)
+        starts = group_starts(keys)
+        if not len(starts):
+            return keys, vals, np.zeros(0, dtype=np.int64)
+        # rows are sorted by (key, value): the first row of a key holds its least value
+        pick = np.r_[starts[1:], len(keys)] - 1 if self.largest else starts
+        return keys[pick], tuple(v[pick] for v in vals), np.ones(len(pick), dtype=np.int64)
+
+    def _python(self, key: Any, values: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
+        pick = max if self.largest else min
+        return [(pick(v for v, _ in values), 1)]
+
+
+class GenericLogic(Logic):
+    """The user's ``f(key, [(value, count), ...]) -> [(value, count), ...]``, once per key.
+    With ``split``, tuple values become one column per field."""
+
+    def __init__(self, f: Callable[[Any, list[tuple[Any, int]]], Any], split: bool = False) -> None:
+        self.f = f
+        self.split = split
+
+
+    def __call__(self, keys, vals, counts, decode_key):  # type: ignore[no-untyped-def]
+        if not len(keys):
+            return keys, tuple(v[:0] for v in vals) if self.split else (keys[:0],), keys[:0]
+        starts = group_starts(keys)
+        ends = np.r_[starts[1:], len(keys)]
+        values = records_of(vals) if vals else [()] * len(keys)
+        raw_keys = decode_key(keys[starts]).tolist() if len(starts) else []
+        counts_l = counts.tolist()
+        out_keys: list[int] = []
+        out_vals: list[Any] = []
+        out_counts: list[int] = []
+        key_codes = keys[starts].tolist()
+        for code, key, lo, hi in zip(key_codes, raw_keys, starts.tolist(), ends.tolist(), strict=True):
+            result = self.f(key, list(zip(values[lo:hi], counts_l[lo:hi], strict=True)))
+            for value, count in result or ():
+                if count:
+                    out_keys.append(code)
+                    out_vals.append(value)
+                    out_counts.append(int(count))
+        cols = columns_of(out_vals) if self.split and out_vals else (_column(out_vals),)
+        return np.array(out_keys, dtype=keys.dtype), cols, np.array(out_counts, dtype=np.int64)
+
+
+def _accumulate(
+    spine: Spine, keys: np.ndarray, t: np.ndarray, gathered: tuple[Any, ...]
+) -> tuple[np.ndarray, tuple[np.ndarray, ...], np.ndarray]:
+    """The accumulated (key, values, count) rows of ``keys`` at time ``t``."""
+    k, vals, times, diffs = gathered
+    mask = lattice.less_equal(times, t[None, :], spine.lex)
+    k, vals, diffs = k[mask], tuple(v[mask] for v in vals), diffs[mask]
+    no_times = np.zeros((len(k), 0), dtype=np.int64)
+    picked, sums = consolidation([k, *vals], no_times, diffs)
+    return k[picked], tuple(v[picked] for v in vals), sums
+
+
+class ReduceVertex(Vertex):
+    def __init__(self, source: Spine, handle: TraceHandle, output: Spine, own: TraceHandle, logic: Logic) -> None:
+        self.source, self.handle, self.output, self.own, self.logic = source, handle, output, own, logic
+        depth = source.depth
+        self.pending_keys = np.zeros(0, dtype=np.int64)
+        self.pending_times = np.zeros((0, depth + 1), dtype=np.int64)
+        self.held = HeldTimes(source.lex, depth)
+
+    def on_recv(self, port: int, cap: Capability, batch: Batch) -> None:
+        if len(batch):
+            self.pending_keys = np.concatenate([self.pending_keys, batch.keys]).astype(batch.keys.dtype)
+            self.pending_times = np.concatenate([self.pending_times, batch.times])
+            self.held.add(cap)
+
+    def on_frontier(self) -> None:
+        source, output, lex = self.source, self.output, self.source.lex
+        frontier = lattice.frontier_rows(self.frontier(0).frontier, source.depth)
+        if output.encoded[0] is None and source.encoded[0] is not None:
+            output.encoded[0] = source.encoded[0]
+        emitted = False
+        if len(self.pending_keys):
+            picked, _ = consolidation(
+                [self.pending_keys], self.pending_times, np.ones(len(self.pending_keys), np.int64)
+            )
+            pk, pt = self.pending_keys[picked], self.pending_times[picked]
+            while len(pk):
+                ready = ~lattice.beyond(pt, frontier, lex)
+                if not ready.any():
+                    break
+                rt = pt[ready]
+                t = rt[np.lexsort(rt.T[::-1])[0]]
+                at_t = ready & (pt == t[None, :]).all(axis=1)
+                keys = np.unique(pk[at_t])
+                pk, pt = pk[~at_t], pt[~at_t]
+                emitted |= self._evaluate(keys, t)
+                # the times at which these keys' outputs may change next
+                fresh_k, fresh_t = self._interesting(keys, t)
+                if len(fresh_k):
+                    pk = np.concatenate([pk, fresh_k]).astype(pk.dtype)
+                    pt = np.concatenate([pt, fresh_t])
+                    picked, _ = consolidation([pk], pt, np.ones(len(pk), np.int64))
+                    pk, pt = pk[picked], pt[picked]
+            self.pending_keys, self.pending_times = pk, pt
+            self.held.reset(lattice.minimal_rows(pt, lex))
+        # compaction: accumulations are only ever needed at times in advance of the frontier
+        if len(frontier):
+            self.handle.set_logical_compaction(self.frontier(0).frontier)
+            self.own.set_logical_compaction(self.frontier(0).frontier)
+        if not emitted and not np.array_equal(frontier, output.upper):
+            empty = np.zeros(0, dtype=np.int64)
+            output.insert(Batch(empty, (),
+                                np.zeros((0, output.depth + 1), np.int64), empty,
+                                output.upper, frontier, output.since()))
+        output.upper = frontier
+        if not len(frontier):
+            self.handle.close()
+            self.own.close()
+            output.idle_merge()
+
+    def _evaluate(self, keys: np.ndarray, t: np.ndarray) -> bool:
+        source, output = self.source, self.output
+        self._gathered_in = source.gather(keys)
+        self._gathered_out = output.gather(keys)
+        k, vals, counts = _accumulate(source, keys, t, self._gathered_in)
+        vals = tuple(source.decode(i + 1, v) for i, v in enumerate(vals))
+        ok, ovals, ocounts = self.logic(k, vals, counts, lambda c: source.decode(0, c))
+        ovals = output.encode(ovals, start=1)
+        hk, hvals, hcounts = _accumulate(output, keys, t, self._gathered_out)
+        if len(hk):
+            dk = np.concatenate([ok.astype(hk.dtype), hk])
+            dvals = tuple(np.concatenate([a, b]) for a, b in zip(ovals, hvals, strict=True))
+            dd = np.concatenate([ocounts, -hcounts])
+        else:
+            dk, dvals, dd = ok, ovals, ocounts
+        if not len(dd):
+            return False
+        times = np.repeat(t[None, :], len(dd), axis=0)
+        batch = Batch.sealed(dk, dvals, times, dd, output.upper, output.upper, np.zeros((0, output.depth + 1), np.int64), output.lex)
+        if not len(batch):
+            return False
+        output.insert(batch)
+        cap = self.held.at(t)
+        self.send(cap, batch)
+        cap.drop()
+        return True
+
+    def _interesting(self, keys: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        k = np.concatenate([self._gathered_in[0], self._gathered_out[0]]).astype(keys.dtype)
+        times = np.concatenate([self._gathered_in[2], self._gathered_out[2]])
+        if not len(k):
+            return k, times
+        lub = lattice.join(times, t[None, :], self.source.lex)
+        new = ~(lub == t[None, :]).all(axis=1)
+        return k[new], lub[new]
+
+    def checkpoint(self) -> Any:
+        return self.pending_keys, self.pending_times
+
+
+def reduce_arranged(arranged: Arranged, logic: Logic | Callable[..., Any], name: str) -> Arranged:
+    """``arranged`` reduced per key by ``logic``; the result is an arrangement (by key)."""
+    if not isinstance(logic, Logic):
+        logic = GenericLogic(logic)
+    source = arranged.spine
+    output = Spine(source.depth, source.lex, name)
+    handle = arranged.handle()
+    own = TraceHandle(output)
+    vertex = ReduceVertex(source, handle, output, own, logic)
+    node = arranged.scope.add_operator(name, vertex, [(arranged.stream, Pipeline())])
+    return Arranged(arranged.stream.derive(node), output)

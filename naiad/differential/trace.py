@@ -1,0 +1,376 @@
+"""Arrangements' state (K-Pg §3): immutable sorted batches, the spine that merges them, trace
+handles that drive compaction, and cursors.
+
+A :class:`Batch` holds updates sorted by (key, values, time), all columns numeric (``object``
+columns are dictionary-encoded by the process-wide :data:`INTERNER`), and is described by the
+frontiers ``lower`` and ``upper`` (its updates' times are at or after ``lower`` and not at or
+after ``upper``) and ``since`` (its times were advanced to that frontier). Batches also carry
+sequence numbers ``seq_lo..seq_hi``: the spine numbers every batch it receives, and a merged
+batch covers the range of the batches it replaced.
+
+The :class:`Spine` keeps batches from oldest to newest and merges geometrically (a batch is
+merged into its elder neighbour while that neighbour is at most twice its size), so each
+update is merged O(log n) times. Merges apply *logical* compaction: times advance to
+``since``, the meet of the logical-compaction frontiers of every open :class:`TraceHandle`,
+and updates that become equal cancel. A handle also states how far it has read (its
+*physical* compaction point, a sequence number): batches on either side of a reader's point
+are never merged, so a join can read exactly the batches it has acknowledged. When input
+stops, :meth:`Spine.idle_merge` finishes the merging, so memory does not stay high.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from naiad.differential import lattice
+from naiad.differential.updates import INTERNER, consolidation
+
+Columns = tuple[np.ndarray, ...]
+
+
+def expand_ranges(lo: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The concatenation of ``arange(lo[i], lo[i] + counts[i])`` for every ``i``.
+
+    >>> expand_ranges(np.array([5, 0]), np.array([2, 3])).tolist()
+    [5, 6, 0, 1, 2]
+    """
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.cumsum(counts) - counts
+    return np.repeat(lo - starts, counts) + np.arange(total)
+
+
+class Batch:
+    """Immutable updates sorted by (key, values, time), with their description."""
+
+    __slots__ = ("diffs", "keys", "lower", "seq_hi", "seq_lo", "since", "times", "upper", "vals")
+
+    def __init__(
+        self,
+        keys: np.ndarray,
+        vals: Columns,
+        times: np.ndarray,
+        diffs: np.ndarray,
+        lower: np.ndarray,
+        upper: np.ndarray,
+        since: np.ndarray,
+        seq: tuple[int, int] = (-1, -1),
+    ) -> None:
+        self.keys, self.vals, self.times, self.diffs = keys, vals, times, diffs
+        self.lower, self.upper, self.since = lower, upper, since
+        self.seq_lo, self.seq_hi = seq
+
+    @classmethod
+    def sealed(
+        cls,
+        keys: np.ndarray,
+        vals: Columns,
+        times: np.ndarray,
+        diffs: np.ndarray,
+        lower: np.ndarray,
+        upper: np.ndarray,
+        since: np.ndarray,
+        lex: Sequence[bool] = (),
+    ) -> Batch:
+        """Sorts and consolidates the updates (times first advanced to ``since``)."""
+        times = lattice.advance_by(times, since, lex)
+        picked, sums = consolidation([keys, *vals], times, diffs)
+        return cls(keys[picked], tuple(v[picked] for v in vals), times[picked], sums, lower, upper, since)
+
+    def __len__(self) -> int:
+        return len(self.diffs)
+
+    def take(self, index: np.ndarray) -> tuple[np.ndarray, Columns, np.ndarray, np.ndarray]:
+        return self.keys[index], tuple(v[index] for v in self.vals), self.times[index], self.diffs[index]
+
+    def rows_for(self, keys: np.ndarray) -> np.ndarray:
+        """Indices of the updates whose key is in ``keys`` (sorted, distinct)."""
+        lo = np.searchsorted(self.keys, keys, "left")
+        hi = np.searchsorted(self.keys, keys, "right")
+        return expand_ranges(lo, hi - lo)
+
+    def __repr__(self) -> str:
+        return (
+            f"Batch({len(self)} updates, seq {self.seq_lo}..{self.seq_hi}, "
+            f"lower {self.lower.tolist()}, upper {self.upper.tolist()}, since {self.since.tolist()})"
+        )
+
+
+def merge(batches: Sequence[Batch], since: np.ndarray, lex: Sequence[bool]) -> Batch:
+    """One batch holding the updates of adjacent ``batches``, compacted to ``since``."""
+    keys = np.concatenate([b.keys for b in batches])
+    vals = tuple(np.concatenate(cols) for cols in zip(*(b.vals for b in batches), strict=True))
+    times = np.concatenate([b.times for b in batches])
+    diffs = np.concatenate([b.diffs for b in batches])
+    out = Batch.sealed(keys, vals, times, diffs, batches[0].lower, batches[-1].upper, since, lex)
+    out.seq_lo, out.seq_hi = batches[0].seq_lo, batches[-1].seq_hi
+    return out
+
+
+class Spine:
+    """The batches of one arrangement on one worker, merged geometrically.
+
+    ``encoded[i]`` says whether column ``i`` (0 the key, then the values) holds interned codes.
+
+    >>> s = Spine(depth=0)
+    >>> for epoch in range(4):
+    ...     s.insert_updates(np.array([epoch % 2]), (), np.array([[epoch]]), np.array([1]),
+    ...                      upper=np.array([[epoch + 1]]))
+    >>> len(s.batches), s.total()
+    (1, 4)
+    """
+
+    def __init__(self, depth: int, lex: Sequence[bool] = (), name: str = "") -> None:
+        self.depth, self.lex, self.name = depth, tuple(lex), name
+        self.batches: list[Batch] = []
+        self.encoded: list[bool | None] = [None]  # grows to the records' width
+        self.upper = np.zeros((1, depth + 1), dtype=np.int64)  # the minimum time
+        self.next_seq = 0
+        self.handles: weakref.WeakSet[TraceHandle] = weakref.WeakSet()
+        self.listeners: list[Any] = []
+
+    # --- encoding --------------------------------------------------------------------------
+    def encode(self, columns: Sequence[np.ndarray], start: int = 0) -> Columns:
+        """Columns ``start``, ``start + 1``, ... as stored: ``object`` columns interned. A column
+        that was numeric so far and now brings Python objects switches the whole spine to codes
+        for that column."""
+        out = []
+        while len(self.encoded) < start + len(columns):
+            self.encoded.append(None)
+        for i, col in enumerate(columns, start):
+            if col.dtype == object:
+                if self.encoded[i] is False:
+                    self._recode(i)
+                self.encoded[i] = True
+                out.append(INTERNER.encode(col))
+            else:
+                if self.encoded[i] is None:
+                    self.encoded[i] = False
+                out.append(INTERNER.encode(col.astype(object)) if self.encoded[i] else col)
+        return tuple(out)
+
+    def _recode(self, i: int) -> None:
+        def code(col: np.ndarray) -> np.ndarray:
+            return INTERNER.encode(col.astype(object))
+
+        for b in self.batches:
+            if i == 0:
+                b.keys = code(b.keys)
+            else:
+                b.vals = tuple(code(v) if j == i - 1 else v for j, v in enumerate(b.vals))
+        self.batches = [merge([b], b.since, self.lex) for b in self.batches]  # re-sort
+
+    @property
+    def width(self) -> int:
+        """Columns per record: the key and the values (known once data arrived)."""
+        return len(self.encoded)
+
+    def decode(self, i: int, col: np.ndarray) -> np.ndarray:
+        return INTERNER.decode(col) if self.encoded[i] else col
+
+    # --- batches ---------------------------------------------------------------------------
+    def since(self) -> np.ndarray:
+        """The meet of the open handles' logical compaction frontiers (``upper`` if none)."""
+        frontiers = [h.logical for h in self.handles]
+        if not frontiers:
+            return self.upper
+        if any(f is None for f in frontiers):
+            return np.zeros((1, self.depth + 1), dtype=np.int64)
+        rows = np.concatenate([f for f in frontiers if f is not None])  # type: ignore[misc]
+        return lattice.minimal_rows(rows, self.lex) if len(rows) else rows
+
+    def insert(self, batch: Batch) -> Batch:
+        """Adds a sealed batch (numbering it), then merges while sizes allow."""
+        batch.seq_lo = batch.seq_hi = self.next_seq
+        self.next_seq += 1
+        self.upper = batch.upper
+        if len(batch):
+            self.batches.append(batch)
+            self._maintain()
+        for listener in list(self.listeners):
+            listener(batch)
+        return batch
+
+    def insert_updates(
+        self,
+        keys: np.ndarray,
+        vals: Sequence[np.ndarray],
+        times: np.ndarray,
+        diffs: np.ndarray,
+        upper: np.ndarray,
+    ) -> Batch:
+        """Encodes, seals and inserts updates whose times lie in ``[self.upper, upper)``."""
+        keys, *rest = self.encode([keys, *vals])
+        batch = Batch.sealed(keys, tuple(rest), times, diffs, self.upper, upper, self.since(), self.lex)
+        return self.insert(batch)
+
+    def _settled(self) -> int:
+        """How many of the oldest batches every tracking reader has acknowledged: only those
+        may be merged, so a reader's acknowledged batches never straddle a merged one."""
+        acks = [h.acknowledged for h in self.handles if h.acknowledged is not None]
+        if not acks:
+            return len(self.batches)
+        limit = min(acks)
+        n = 0
+        while n < len(self.batches) and self.batches[n].seq_hi <= limit:
+            n += 1
+        return n
+
+    def _maintain(self) -> None:
+        bs = self.batches
+        m = self._settled()
+        while m >= 2 and len(bs[m - 2]) <= 2 * len(bs[m - 1]):
+            bs[m - 2 : m] = [merge(bs[m - 2 : m], self.since(), self.lex)]
+            m -= 1
+            if not len(bs[m - 1]):
+                del bs[m - 1]
+                m -= 1
+
+    def idle_merge(self) -> None:
+        """Merges everything the readers allow, compacting to the current ``since``: the effort
+        an idle arrangement spends so its memory falls once input stops."""
+        m = self._settled()
+        if m == 0:
+            return
+        merged = merge(self.batches[:m], self.since(), self.lex)
+        self.batches[:m] = [merged] if len(merged) else []
+
+    def total(self) -> int:
+        return sum(len(b) for b in self.batches)
+
+    def nbytes(self) -> int:
+        return sum(
+            b.keys.nbytes + b.times.nbytes + b.diffs.nbytes + sum(v.nbytes for v in b.vals)
+            for b in self.batches
+        )
+
+    def batches_through(self, seq: int | None) -> list[Batch]:
+        """The batches numbered up to ``seq`` (every batch when ``seq`` is ``None``)."""
+        if seq is None:
+            return list(self.batches)
+        return [b for b in self.batches if b.seq_hi <= seq]
+
+    def gather(
+        self, keys: np.ndarray, seq: int | None = None
+    ) -> tuple[np.ndarray, Columns, np.ndarray, np.ndarray]:
+        """Every stored update whose key is in ``keys`` (sorted, distinct), unconsolidated."""
+        parts = [b.take(b.rows_for(keys)) for b in self.batches_through(seq)]
+        return concat_parts(parts, self.width, self.depth)
+
+
+def concat_parts(
+    parts: Sequence[tuple[np.ndarray, Columns, np.ndarray, np.ndarray]], width: int, depth: int
+) -> tuple[np.ndarray, Columns, np.ndarray, np.ndarray]:
+    if not parts:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, tuple(empty for _ in range(width - 1)), np.zeros((0, depth + 1), np.int64), empty
+    if len(parts) == 1:
+        return parts[0]
+    return (
+        np.concatenate([p[0] for p in parts]),
+        tuple(np.concatenate(c) for c in zip(*(p[1] for p in parts), strict=True)),
+        np.concatenate([p[2] for p in parts]),
+        np.concatenate([p[3] for p in parts]),
+    )
+
+
+class TraceHandle:
+    """A reader's hold on a spine: how far it may be compacted, and what it has read.
+
+    ``set_logical_compaction(frontier)`` promises the reader will only ask for accumulations
+    at times in advance of ``frontier``; ``set_physical_compaction(seq)`` says it has read
+    the batches numbered up to ``seq``. The spine compacts no further than every open handle
+    allows; ``close()`` (or dropping the handle) releases the hold.
+    """
+
+    def __init__(self, spine: Spine, logical: np.ndarray | None = None) -> None:
+        self.spine = spine
+        self.logical = logical
+        self.acknowledged: int | None = None
+        spine.handles.add(self)
+
+    def set_logical_compaction(self, frontier: Iterable[Any]) -> None:
+        """Compaction allowed up to ``frontier`` (times, as ints / ``Product`` / ``Lex``)."""
+        self.logical = lattice.frontier_rows(frontier, self.spine.depth)
+
+    def set_physical_compaction(self, seq: int | None) -> None:
+        self.acknowledged = seq
+        self.spine._maintain()
+
+    def close(self) -> None:
+        self.spine.handles.discard(self)
+
+    def cursor(self, seq: int | None = None) -> Cursor:
+        """A cursor over the updates of the batches numbered up to ``seq`` (all by default)."""
+        return Cursor(self.spine, self.spine.batches_through(seq))
+
+    def __repr__(self) -> str:
+        return f"TraceHandle({self.spine.name!r}, {self.spine.total()} updates)"
+
+
+class Cursor:
+    """Key-ordered navigation over the updates of a list of batches (decoded values).
+
+    >>> s = Spine(depth=0)
+    >>> _ = s.insert_updates(np.array(["b", "a", "a"], dtype=object), (np.array([1, 2, 2]),),
+    ...                      np.array([[0], [0], [1]]), np.array([1, 1, 1]), np.array([[2]]))
+    >>> c = TraceHandle(s).cursor()
+    >>> [(c.key(), c.values()) for _ in c]
+    [('a', [(2, [(0, 1), (1, 1)])]), ('b', [(1, [(0, 1)])])]
+    """
+
+    def __init__(self, spine: Spine, batches: Sequence[Batch]) -> None:
+        self.spine = spine
+        keys, vals, times, diffs = concat_parts([b.take(slice(None)) for b in batches], spine.width, spine.depth)  # type: ignore[arg-type]
+        picked, sums = consolidation([keys, *vals], times, diffs)
+        self._keys, self._vals = keys[picked], tuple(v[picked] for v in vals)
+        self._times, self._diffs = times[picked], sums
+        self._decoded_keys = spine.decode(0, self._keys)
+        self._starts = np.flatnonzero(np.r_[True, self._keys[1:] != self._keys[:-1]]) if len(self._keys) else np.zeros(0, np.int64)
+        self._pos = 0
+
+    def __iter__(self) -> Iterator[None]:
+        """Steps through the keys (the cursor is positioned on each in turn)."""
+        for p in range(len(self._starts)):
+            self._pos = p
+            yield None
+
+    def valid(self) -> bool:
+        return self._pos < len(self._starts)
+
+    def key(self) -> Any:
+        return self._decoded_keys[self._starts[self._pos]]
+
+    def seek_key(self, key: Any) -> bool:
+        """Moves to the first key at or after ``key``; whether it equals ``key``."""
+        code = key
+        if self.spine.encoded[0]:
+            code = INTERNER.codes.get(key)
+            if code is None:
+                self._pos = len(self._starts)
+                return False
+            hits = np.flatnonzero(self._keys[self._starts] == code)
+            self._pos = int(hits[0]) if len(hits) else len(self._starts)
+            return bool(len(hits))
+        self._pos = int(np.searchsorted(self._keys[self._starts], code))
+        return self.valid() and self._keys[self._starts[self._pos]] == code
+
+    def values(self) -> list[tuple[Any, list[tuple[Any, int]]]]:
+        """The current key's values, each with its ``(time, diff)`` history."""
+        lo = self._starts[self._pos]
+        hi = self._starts[self._pos + 1] if self._pos + 1 < len(self._starts) else len(self._keys)
+        out: list[tuple[Any, list[tuple[Any, int]]]] = []
+        vals = [self.spine.decode(i + 1, v[lo:hi]).tolist() for i, v in enumerate(self._vals)]
+        rows = list(zip(*vals, strict=True)) if len(vals) > 1 else (vals[0] if vals else [()] * (hi - lo))
+        for j, val in enumerate(rows):
+            entry = (lattice.time_of(self._times[lo + j], self.spine.lex), int(self._diffs[lo + j]))
+            if out and out[-1][0] == val:
+                out[-1][1].append(entry)
+            else:
+                out.append((val, [entry]))
+        return out
