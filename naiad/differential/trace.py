@@ -118,11 +118,11 @@ class Spine:
     ``encoded[i]`` says whether column ``i`` (0 the key, then the values) holds interned codes.
 
     >>> s = Spine(depth=0)
-    >>> for epoch in range(4):
-    ...     s.insert_updates(np.array([epoch % 2]), (), np.array([[epoch]]), np.array([1]),
-    ...                      upper=np.array([[epoch + 1]]))
-    >>> len(s.batches), s.total()
-    (1, 4)
+    >>> for epoch in range(4):     # no reader holds history back: merges compact it
+    ...     _ = s.insert_updates(np.array([epoch % 2]), (), np.array([[epoch]]), np.array([1]),
+    ...                          upper=np.array([[epoch + 1]]))
+    >>> len(s.batches), s.total(), s.batches[0].times.tolist(), s.batches[0].diffs.tolist()
+    (1, 2, [[4], [4]], [2, 2])
     """
 
     def __init__(self, depth: int, lex: Sequence[bool] = (), name: str = "") -> None:
@@ -140,6 +140,11 @@ class Spine:
         that was numeric so far and now brings Python objects switches the whole spine to codes
         for that column."""
         out = []
+        if start == 0 and self.batches and len(columns) != self.width:
+            raise ValueError(
+                f"arrangement {self.name!r}: records must all have the same number of fields "
+                f"(had {self.width}, now {len(columns)})"
+            )
         while len(self.encoded) < start + len(columns):
             self.encoded.append(None)
         for i, col in enumerate(columns, start):
@@ -206,7 +211,10 @@ class Spine:
     ) -> Batch:
         """Encodes, seals and inserts updates whose times lie in ``[self.upper, upper)``."""
         keys, *rest = self.encode([keys, *vals])
-        batch = Batch.sealed(keys, tuple(rest), times, diffs, self.upper, upper, self.since(), self.lex)
+        # a new batch is also a message of changes: its times stay exact (since = lower);
+        # logical compaction applies when batches merge, once every reader has read them
+        batch = Batch.sealed(keys, tuple(rest), times, diffs, self.upper, upper, self.upper[:0], self.lex)
+        batch.since = self.upper
         return self.insert(batch)
 
     def _settled(self) -> int:
@@ -320,7 +328,7 @@ class Cursor:
     >>> _ = s.insert_updates(np.array(["b", "a", "a"], dtype=object), (np.array([1, 2, 2]),),
     ...                      np.array([[0], [0], [1]]), np.array([1, 1, 1]), np.array([[2]]))
     >>> c = TraceHandle(s).cursor()
-    >>> [(c.key(), c.values()) for _ in c]
+    >>> sorted((c.key(), c.values()) for _ in c)   # interned keys come in code order
     [('a', [(2, [(0, 1), (1, 1)])]), ('b', [(1, [(0, 1)])])]
     """
 

@@ -216,12 +216,22 @@ class Updates:
 
     def concat(self, *others: Updates) -> Updates:
         batches = [self, *others]
+        if len({len(b.data) for b in batches}) > 1:  # records of different shapes: one column
+            batches = [b.as_one_column() for b in batches]
         data = tuple(np.concatenate(cols) for cols in zip(*(b.data for b in batches), strict=True))
         return Updates(
             data,
             np.concatenate([b.times for b in batches]),
             np.concatenate([b.diffs for b in batches]),
         )
+
+    def as_one_column(self) -> Updates:
+        """The records as one column of Python values (tuples stay whole)."""
+        if len(self.data) == 1:
+            return self
+        column = np.empty(len(self), dtype=object)
+        column[:] = records_of(self.data)
+        return Updates((column,), self.times, self.diffs)
 
     def negate(self) -> Updates:
         return Updates(self.data, self.times, -self.diffs)
