@@ -77,6 +77,34 @@ def test_exchange_of_numpy_batches_by_vectorized_keys(values: list[int], workers
     assert sorted(r for _, pairs in results for _, r in pairs) == sorted(values)
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(-(2**62), 2**62), max_size=300),
+    st.integers(1, 9),
+    st.sampled_from(["array", "rows", "list"]),
+)
+def test_exchange_partition_matches_a_stable_reference(
+    values: list[int], peers: int, shape: str
+) -> None:
+    """Every record goes to ``key % peers``, in its original order, in non-empty parts: by
+    masks (few peers) and by sorting (many), for arrays, arrays of rows and lists."""
+    keys = np.array(values, dtype=np.int64)
+    batch: Any = {
+        "array": keys,
+        "rows": np.stack([keys, -keys], axis=1) if values else np.empty((0, 2), np.int64),
+        "list": list(values),
+    }[shape]
+    parts = naiad.Exchange(keys=lambda b: keys).partition(batch, peers)
+    want = [
+        (w, [batch[i] for i in range(len(values)) if values[i] % peers == w]) for w in range(peers)
+    ]
+    want = [(w, part) for w, part in want if part]
+    assert [w for w, _ in parts] == [w for w, _ in want]
+    for (_, part), (_, wanted) in zip(parts, want, strict=True):
+        assert len(part) == len(wanted)
+        assert all(np.array_equal(a, b) for a, b in zip(part, wanted, strict=True))
+
+
 @settings(max_examples=20, deadline=None)
 @given(epochs_of_ints, epochs_of_ints, workers_counts)
 def test_concat_and_branch(a: list[list[int]], b: list[list[int]], workers: int) -> None:

@@ -66,8 +66,6 @@ class Exchange(Pact):
             raise ValueError(
                 f"exchange keys returned {len(workers)} routes for a batch of {len(batch)}"
             )
-        if peers < 256:
-            workers = workers.astype(np.uint8)  # numpy sorts uint8 by radix: ~2x faster
         if isinstance(batch, list):
             out = []
             for w in range(peers):
@@ -75,18 +73,55 @@ class Exchange(Pact):
                 if indices:
                     out.append((w, [batch[i] for i in indices]))
             return out
-        # Columnar batches (numpy arrays and anything indexable by an index array): one stable
-        # sort by destination (a radix sort on uint8), then contiguous slices. Measured here:
-        # ~15 ns per record, below boolean masks per destination even for 2 peers.
-        order = np.argsort(workers, kind="stable")
-        counts = np.bincount(workers, minlength=peers)
-        ordered = batch[order]
-        result, start = [], 0
-        for w, count in enumerate(counts.tolist()):
-            if count:
-                result.append((w, ordered[start : start + count]))
-            start += count
-        return result
+        if peers <= MASK_PEERS:
+            return _partition_by_masks(batch, workers, peers)
+        return _partition_by_sort(batch, workers, peers)
+
+
+# Up to this many peers a columnar batch is split with one boolean mask per destination
+# (``ndarray.compress``: ~2 ns per record and destination, measured here with numpy 2.4), above
+# it with one radix sort (~15 ns per record whatever the number of peers: argsort of uint8
+# routes, gather, bincount). Beware ``batch[mask]``: the same selection as ``compress`` costs
+# ~7 ns per record when the mask is random.
+MASK_PEERS = 4
+
+
+def _partition_by_masks(batch: Any, workers: np.ndarray, peers: int) -> list[tuple[int, Any]]:
+    """The non-empty parts, one ``compress`` per destination; a batch that goes to a single
+    destination is passed on whole, not copied."""
+    if peers == 2:
+        ones = workers.astype(bool)  # routes are 0 or 1: one mask and its negation
+        masks = [~ones, ones]
+    else:
+        masks = [workers == w for w in range(peers)]
+    size = len(workers)
+    result = []
+    for w, mask in enumerate(masks):
+        count = int(np.count_nonzero(mask))
+        if count == size:
+            return [(w, batch)] if size else []
+        if count:
+            if isinstance(batch, np.ndarray):
+                part = batch.compress(mask, axis=0)
+            else:
+                part = batch[np.flatnonzero(mask)]
+            result.append((w, part))
+    return result
+
+
+def _partition_by_sort(batch: Any, workers: np.ndarray, peers: int) -> list[tuple[int, Any]]:
+    """The non-empty parts, after one stable sort of the batch by destination."""
+    if peers < 256:
+        workers = workers.astype(np.uint8)  # numpy sorts uint8 by radix: ~2x faster
+    order = np.argsort(workers, kind="stable")
+    counts = np.bincount(workers, minlength=peers)
+    ordered = batch[order]
+    result, start = [], 0
+    for w, count in enumerate(counts.tolist()):
+        if count:
+            result.append((w, ordered[start : start + count]))
+        start += count
+    return result
 
 
 class LocalPusher:
