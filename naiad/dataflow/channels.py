@@ -79,15 +79,16 @@ class Exchange(Pact):
 
 
 # Up to this many peers a columnar batch is split with one boolean mask per destination
-# (``ndarray.compress``: ~2 ns per record and destination, measured here with numpy 2.4), above
-# it with one radix sort (~15 ns per record whatever the number of peers: argsort of uint8
-# routes, gather, bincount). Beware ``batch[mask]``: the same selection as ``compress`` costs
-# ~7 ns per record when the mask is random.
+# (``batch[np.flatnonzero(mask)]``: ~2.5 ns per record and destination, measured here with
+# numpy 2.4 on 64 Ki int64 records), above it with one radix sort (~9 ns per record whatever
+# the number of peers: argsort of uint8 routes, gather, bincount). Not ``batch[mask]``, which
+# costs ~7 ns per record when the mask is random, nor ``compress`` (a nonzero and a ``take``
+# with bounds checks: a little slower).
 MASK_PEERS = 4
 
 
 def _partition_by_masks(batch: Any, workers: np.ndarray, peers: int) -> list[tuple[int, Any]]:
-    """The non-empty parts, one ``compress`` per destination; a batch that goes to a single
+    """The non-empty parts, one gather per destination; a batch that goes to a single
     destination is passed on whole, not copied."""
     if peers == 2:
         ones = workers.astype(bool)  # routes are 0 or 1: one mask and its negation
@@ -101,11 +102,7 @@ def _partition_by_masks(batch: Any, workers: np.ndarray, peers: int) -> list[tup
         if count == size:
             return [(w, batch)] if size else []
         if count:
-            if isinstance(batch, np.ndarray):
-                part = batch.compress(mask, axis=0)
-            else:
-                part = batch[np.flatnonzero(mask)]
-            result.append((w, part))
+            result.append((w, batch[np.flatnonzero(mask)]))
     return result
 
 
