@@ -26,7 +26,7 @@ from typing import Any
 from naiad.actors.supervision import DataflowStopped
 from naiad.dataflow.scope import BuildError, DataflowBuild
 from naiad.operators.scope import Scope
-from naiad.runtime import launch
+from naiad.runtime import launch, memory
 from naiad.runtime.process import ClusterError, Instance, Process
 from naiad.transport.base import Transport
 from naiad.transport.inproc import InProcNetwork
@@ -159,6 +159,7 @@ class Runtime:
         if self._started:
             return
         self._started = True
+        memory.keep_freed_memory()
         transports = self._transports()
         self.processes = [
             Process(
