@@ -64,13 +64,15 @@ class JoinVertex(Vertex):
             self.send(cap, parts[0].concat(*parts[1:]) if len(parts) > 1 else parts[0])
 
     def _join(self, left: Batch, right: Batch) -> Updates | None:
-        if self.spines[0].encoded[0] != self.spines[1].encoded[0]:
+        recoded = self.spines[0].encoded[0] != self.spines[1].encoded[0]
+        if recoded:
             left, right = self._recode(left, 0), self._recode(right, 1)
         i, j = match(left, right)
         if not len(i):
             return None
         sl, sr = self.spines
-        key = sl.decode(0, left.keys[i])
+        # recoded keys are interned codes whatever the left spine stores
+        key = INTERNER.decode(left.keys[i]) if recoded else sl.decode(0, left.keys[i])
         cols = [key, *(sl.decode(k + 1, v[i]) for k, v in enumerate(left.vals))]
         if self.right_values:
             cols += [sr.decode(k + 1, v[j]) for k, v in enumerate(right.vals)]
