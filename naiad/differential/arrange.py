@@ -108,9 +108,11 @@ class ArrangeVertex(Vertex):
                         sealed = True
                         if len(batch):
                             self.send(cap, batch)
-                rest = u.take(waiting)
-                self.pending = [rest] if len(rest) else []
-                self.held.reset(lattice.minimal_rows(rest.times, spine.lex))
+                u = u.take(waiting)
+                self.pending = [u] if len(u) else []
+            # hold exactly the least times still pending: a capability taken for a message
+            # whose updates all lie later must not stay behind (it would block the frontier)
+            self.held.reset(lattice.minimal_rows(u.times, spine.lex))
         if not sealed:  # no updates, but the upper moves: readers (imports) must hear of it
             empty = np.zeros(0, dtype=np.int64)
             spine.insert(
