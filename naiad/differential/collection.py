@@ -289,9 +289,9 @@ class Collection:
         """This collection inside loop context ``loop`` (constant across iterations)."""
         return iterate_mod.enter(self, loop, name)
 
-    def enter_at(self, loop: Any, at: Callable[[np.ndarray], np.ndarray], name: str = "enter_at") -> Collection:
-        """Inside ``loop``, each update entering at counter ``at(first column)`` (vectorized):
-        the priority of prioritized iteration."""
+    def enter_at(self, loop: Any, at: Callable[..., np.ndarray], name: str = "enter_at") -> Collection:
+        """Inside ``loop``, each update entering at counter ``at(*columns)`` (vectorized,
+        non-negative integers): the priority of prioritized iteration."""
         return iterate_mod.enter(self, loop, name, at)
 
     def leave(self, name: str = "leave") -> Collection:
@@ -301,12 +301,12 @@ class Collection:
     def iterate(
         self,
         body: Callable[[Collection], Collection],
-        priority: Callable[[np.ndarray], np.ndarray] | None = None,
+        priority: Callable[..., np.ndarray] | None = None,
         name: str = "iterate",
     ) -> Collection:
         """The fixed point of ``body`` starting from this collection (seed 002's FixedPoint):
         ``body`` gets the iteration variable (inside a new loop) and returns its next value.
-        With ``priority`` (a vectorized map of the first column to integers) records enter
+        With ``priority`` (a vectorized map of the columns to integers >= 0) records enter
         in priority order, each priority iterated to its fixed point before the next
         (lexicographic time, seed 002 §5.1.2)."""
         return iterate_mod.iterate(self, body, priority, name)

@@ -24,12 +24,12 @@ if TYPE_CHECKING:
     from naiad.differential.collection import Collection
 
 
-def _entered(at: Callable[[np.ndarray], Any] | None) -> Callable[[Updates], Updates]:
+def _entered(at: Callable[..., Any] | None) -> Callable[[Updates], Updates]:
     def transform(u: Updates) -> Updates:
         if at is None:
             counter = np.zeros((len(u), 1), dtype=np.int64)
         else:
-            counter = np.asarray(at(u.data[0]), dtype=np.int64).reshape(len(u), 1)
+            counter = np.asarray(at(*u.data), dtype=np.int64).reshape(len(u), 1)
             if len(counter) and counter.min() < 0:
                 raise ValueError("enter_at: priorities (loop counters) must be non-negative")
         return Updates(u.data, np.hstack([u.times, counter]), u.diffs)
@@ -51,7 +51,7 @@ def _advanced(step: int) -> Callable[[Updates], Updates]:
 
 
 def enter(
-    c: Collection, loop: Any, name: str = "enter", at: Callable[[np.ndarray], Any] | None = None
+    c: Collection, loop: Any, name: str = "enter", at: Callable[..., Any] | None = None
 ) -> Collection:
     """``c`` inside ``loop`` (which may be nested several levels below ``c``'s scope)."""
     from naiad.differential.collection import Collection
@@ -109,7 +109,7 @@ class Variable:
 def iterate(
     c: Collection,
     body: Callable[[Collection], Collection],
-    priority: Callable[[np.ndarray], Any] | None,
+    priority: Callable[..., Any] | None,
     name: str,
 ) -> Collection:
     scope = c.scope

@@ -260,7 +260,10 @@ class ReduceVertex(Vertex):
         if not len(k):
             return k, times
         lub = lattice.join(times, t[None, :], self.source.lex)
-        new = ~(lub == t[None, :]).all(axis=1)
+        # only times incomparable to t yield new times: if s >= t, s is pending itself when it
+        # is an input time, and when it is a time advanced by compaction it is no change point
+        # (counting those would re-evaluate each key at every later frontier, forever)
+        new = ~(lub == t[None, :]).all(axis=1) & ~(lub == times).all(axis=1)
         return k[new], lub[new]
 
     def checkpoint(self) -> Any:

@@ -1,0 +1,1 @@
+"""Libraries from the papers, built on the public API only (never inside the runtime)."""
