@@ -31,7 +31,13 @@ from naiad.dataflow.channels import Pipeline
 from naiad.differential import lattice
 from naiad.differential.arrange import Arranged, HeldTimes
 from naiad.differential.trace import Batch, Spine, TraceHandle
-from naiad.differential.updates import _column, columns_of, consolidation, records_of
+from naiad.differential.updates import (
+    _column,
+    columns_of,
+    consolidation,
+    records_of,
+    unique_sorted,
+)
 from naiad.progress.capability import Capability
 
 Rows = tuple[np.ndarray, tuple[np.ndarray, ...], np.ndarray]
@@ -164,7 +170,7 @@ def _accumulate(
     mask = lattice.less_equal(times, t[None, :], spine.lex)
     k, vals, diffs = k[mask], tuple(v[mask] for v in vals), diffs[mask]
     no_times = np.zeros((len(k), 0), dtype=np.int64)
-    picked, sums = consolidation([k, *vals], no_times, diffs)
+    picked, sums = consolidation([k, *vals], no_times, diffs, runs=True)  # sorted per batch
     return k[picked], tuple(v[picked] for v in vals), sums
 
 
@@ -200,7 +206,7 @@ class ReduceVertex(Vertex):
                 rt = pt[ready]
                 t = rt[np.lexsort(rt.T[::-1])[0]]
                 at_t = ready & (pt == t[None, :]).all(axis=1)
-                keys = np.unique(pk[at_t])
+                keys = unique_sorted(pk[at_t])
                 pk, pt = pk[~at_t], pt[~at_t]
                 emitted |= self._evaluate(keys, t)
                 # the times at which these keys' outputs may change next

@@ -76,10 +76,12 @@ class Batch:
         upper: np.ndarray,
         since: np.ndarray,
         lex: Sequence[bool] = (),
+        runs: bool = False,
     ) -> Batch:
-        """Sorts and consolidates the updates (times first advanced to ``since``)."""
+        """Sorts and consolidates the updates (times first advanced to ``since``); ``runs``:
+        they are a concatenation of sorted batches."""
         times = lattice.advance_by(times, since, lex)
-        picked, sums = consolidation([keys, *vals], times, diffs)
+        picked, sums = consolidation([keys, *vals], times, diffs, runs)
         return cls(keys[picked], tuple(v[picked] for v in vals), times[picked], sums, lower, upper, since)
 
     def __len__(self) -> int:
@@ -107,7 +109,9 @@ def merge(batches: Sequence[Batch], since: np.ndarray, lex: Sequence[bool]) -> B
     vals = tuple(np.concatenate(cols) for cols in zip(*(b.vals for b in batches), strict=True))
     times = np.concatenate([b.times for b in batches])
     diffs = np.concatenate([b.diffs for b in batches])
-    out = Batch.sealed(keys, vals, times, diffs, batches[0].lower, batches[-1].upper, since, lex)
+    out = Batch.sealed(
+        keys, vals, times, diffs, batches[0].lower, batches[-1].upper, since, lex, runs=True
+    )
     out.seq_lo, out.seq_hi = batches[0].seq_lo, batches[-1].seq_hi
     return out
 

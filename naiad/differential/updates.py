@@ -103,25 +103,92 @@ class Interner:
 INTERNER = Interner()
 
 
+def sorted_groups(
+    columns: Sequence[np.ndarray], runs: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """The order that sorts rows by ``columns`` (lexicographically), and for each sorted row
+    whether it starts a new group of equal rows.
+
+    Integer columns are packed into one int64 by their value ranges, with the row index in
+    the low bits when it fits: one ``np.sort`` of int64 (a vectorized sort, ~30× faster than
+    ``np.lexsort`` over four columns here). Otherwise one ``argsort`` of the packed key, or
+    ``lexsort`` when the ranges are too wide to pack. ``runs`` says the rows are a
+    concatenation of a few sorted runs (batches being merged): a stable sort (timsort) then
+    merges them in linear time.
+
+    >>> order, starts = sorted_groups([np.array([2, 1, 2]), np.array([0, 5, 0])])
+    >>> order.tolist(), starts.tolist()
+    ([1, 0, 2], [True, True, False])
+    """
+    n = len(columns[0])
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
+    packable = all(c.dtype.kind in "iub" for c in columns)
+    if packable:
+        spans = []
+        bits = 0
+        for c in columns:
+            lo, hi = int(c.min()), int(c.max())
+            width = (hi - lo).bit_length()
+            spans.append((lo, width))
+            bits += width
+        if bits <= 62:
+            key = np.zeros(n, dtype=np.int64)
+            for c, (lo, width) in zip(columns, spans, strict=True):
+                if width:
+                    key <<= width
+                    key |= np.subtract(c, lo, dtype=np.int64)
+            index_bits = max(1, (n - 1).bit_length())
+            if bits + index_bits <= 62:
+                key <<= index_bits
+                key |= np.arange(n, dtype=np.int64)
+                mixed = np.sort(key, kind="stable" if runs else None)
+                order = mixed & ((1 << index_bits) - 1)
+                sorted_key = mixed >> index_bits
+            else:
+                order = np.argsort(key, kind="stable")
+                sorted_key = key[order]
+            change = np.empty(n, dtype=bool)
+            change[0] = True
+            np.not_equal(sorted_key[1:], sorted_key[:-1], out=change[1:])
+            return order, change
+    order = np.lexsort(list(columns)[::-1])  # lexsort sorts by its last key first
+    change = np.zeros(n, dtype=bool)
+    change[0] = True
+    for c in columns:
+        sc = c[order]
+        change[1:] |= sc[1:] != sc[:-1]
+    return order, change
+
+
 def consolidation(
-    columns: Sequence[np.ndarray], times: np.ndarray, diffs: np.ndarray
+    columns: Sequence[np.ndarray], times: np.ndarray, diffs: np.ndarray, runs: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
     """For numeric columns: the index of one row per distinct non-cancelling (columns, time),
-    in sorted order, and the summed diffs: one ``lexsort`` and one ``add.reduceat``."""
+    in sorted order, and the summed diffs: one sort and one ``add.reduceat``."""
     n = len(diffs)
     if n == 0:
         return np.zeros(0, dtype=np.int64), diffs
-    keys = [*columns, *times.T]
-    order = np.lexsort(keys[::-1])  # lexsort sorts by its last key first
-    change = np.zeros(n, dtype=bool)
-    change[0] = True
-    for k in keys:
-        sk = k[order]
-        change[1:] |= sk[1:] != sk[:-1]
+    order, change = sorted_groups([*columns, *times.T], runs)
     starts = np.flatnonzero(change)
     sums = np.add.reduceat(diffs[order], starts)
     keep = sums != 0
     return order[starts[keep]], sums[keep]
+
+
+def unique_sorted(values: np.ndarray) -> np.ndarray:
+    """The distinct values, sorted (a sort and a comparison: faster than ``np.unique``).
+
+    >>> unique_sorted(np.array([3, 1, 3])).tolist()
+    [1, 3]
+    """
+    if len(values) < 2:
+        return values.copy()
+    s = np.sort(values)
+    keep = np.empty(len(s), dtype=bool)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]
 
 
 def sort_consolidate(
