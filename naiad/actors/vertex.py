@@ -175,6 +175,7 @@ class VertexShard(Actor):
         "logic",
         "outputs",
         "pending",
+        "resident",
         "sources",
         "targets",
         "wants_frontier",
@@ -202,6 +203,9 @@ class VertexShard(Actor):
         self.pending: dict[Any, Capability] = {}  # notification time -> owned capability
         self.current: Capability | None = None  # the capability of the running callback
         self.wants_frontier = overrides(logic, "on_frontier")
+        # The process's count of messages waiting in mailboxes, per target location and time
+        # (the progress actor holds updates by it), or None if it does not need one.
+        self.resident: list[dict[Any, int]] | None = None
         logic.shard = self
 
     # --- starting ------------------------------------------------------------------------------
@@ -232,6 +236,7 @@ class VertexShard(Actor):
         buffer = self.buffer
         targets = self.targets
         on_recv = self.logic.on_recv
+        resident = self.resident
         outer = self.current
         self.depth += 1
         worker.stack_depth += 1
@@ -239,6 +244,13 @@ class VertexShard(Actor):
             while mailbox:
                 port, time, batch = mailbox.popleft()
                 buffer.update((targets[port], time), -1)
+                if resident is not None:
+                    waiting = resident[targets[port]]
+                    left = waiting[time] - 1
+                    if left:
+                        waiting[time] = left
+                    else:
+                        del waiting[time]
                 cap = Capability(time, self, self.sources, buffer, True)
                 self.current = cap
                 try:
@@ -255,6 +267,10 @@ class VertexShard(Actor):
     def receive(self, port: int, time: Any, batch: Any, cut_through: bool) -> None:
         """Accepts a message (already counted at its target by the sender)."""
         self.mailbox.append((port, time, batch))
+        resident = self.resident
+        if resident is not None:
+            waiting = resident[self.targets[port]]
+            waiting[time] = waiting.get(time, 0) + 1
         if cut_through and self.accepts_on_stack(self.worker.stack_depth):
             self.drain()
         else:

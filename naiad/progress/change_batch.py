@@ -39,6 +39,10 @@ class ChangeBatch:
         for key, delta in updates:
             self.update(key, delta)
 
+    def get(self, key: Any) -> int:
+        """The sum of the changes to ``key`` (0 if none)."""
+        return self._updates.get(key, 0)
+
     def is_empty(self) -> bool:
         """Whether no key has a nonzero sum."""
         return not any(self._updates.values())

@@ -18,13 +18,41 @@ wait in a reorder buffer, duplicates are dropped (invariant 3, whatever the tran
 Local accumulation. Holding the outgoing buffer is always *safe*: it is a delayed broadcast
 of batches merged into one, and Naiad's safety argument allows any FIFO delay; everything a
 held increment could produce is still implied, in every view, by the broadcast pointstamp it
-descends from, whose decrement is held too. What holding may cost is *liveness*, so the
-buffer is held only while every update in it is an increment (withholding one never keeps a
-frontier from moving) or a decrement of a pointstamp that another active pointstamp of the
-local view could-result-in (retiring it moves no frontier): Naiad's two conditions. Anything
-else flushes the whole buffer. The condition is re-checked whenever the local view or the
-buffer changes. A decrement whose count stays positive in the local view is *not* holdable:
-other processes may hold decrements of the same pointstamp, and together they retire it.
+descends from, whose decrement is held too. Whatever rule decides *when* to flush, the buffer
+leaves whole (positives first) and is applied to the local view only when it leaves, so no
+holding rule can put a local frontier ahead of the global one: the rules below are about
+liveness only. The buffer is held only while every update in it is
+
+1. an increment (withholding one never keeps a frontier from moving), or
+2. a decrement of a pointstamp that another active pointstamp of the local view
+   could-result-in (retiring it moves no frontier): Naiad's two conditions; or
+3. a decrement of a pointstamp ``p`` that a *resident occurrence* ``q`` could-result-in
+   (``q`` may be ``p`` itself), where ``q`` is also active in the local view with the held
+   updates applied.
+
+Anything else flushes the whole buffer. The condition is re-checked whenever the local view or
+the buffer changes. A decrement whose count merely stays positive in the local view is *not*
+holdable: other processes may hold decrements of the same pointstamp, and together they retire
+it.
+
+Resident occurrences are the outstanding pointstamps this process knows to be outstanding in
+the *true* global state, whatever any view says: a capability one of its shards holds (at a
+source location: the count of the capabilities its own workers' batches created and dropped,
+from their initial ones; capabilities never move between processes) and a message waiting in
+one of its mailboxes (at a target location: counted by the shards from the message's arrival
+until it is taken out to be consumed, which is before the worker submits the decrement). Rule 3
+is live for the reason rule 2 is, with the truth in place of the view: if a stuck state were
+reachable -- no message in flight or waiting, every batch delivered, every buffer held for ever
+-- every view would be the same ``V``; take a pointstamp ``m`` active in ``V`` that no truly
+active pointstamp could-result-in (itself included), minimal among such. Someone holds a
+decrement of ``m``. By rule 2 it is dominated by another ``V``-active ``q`` (``q`` is then
+truly active or dominated by one, contradicting the choice of ``m``, or a smaller candidate,
+contradicting minimality); by rule 3 by a resident occurrence, which is truly active, again
+contradicting the choice. So in such a state every ``V``-active pointstamp is truly active or
+dominated by one, and (by safety) every truly active one is ``V``-active or dominated by one:
+``V`` implies exactly the true frontiers and nothing waits for a flush. And since ``q`` stays
+active in the view with the held updates applied, what rule 3 holds could not move the local
+frontier either (the property rules 1 and 2 have).
 
 Central accumulator (optional, ``hub=0``). Instead of broadcasting, every other process
 sends its flushed batches to the hub only and applies nothing locally until the hub sends it
@@ -58,6 +86,9 @@ class _Registered:
     tracker: Tracker
     on_change: FrontierListener
     outgoing: ChangeBatch = field(default_factory=ChangeBatch)
+    # Per location, {time: count} of the occurrences this process knows to be outstanding in
+    # the true global state (see "Resident occurrences" above), or None without accumulation.
+    local: list[dict[Any, int]] | None = None
 
 
 @dataclass
@@ -116,15 +147,24 @@ class ProgressActor:
         reachability: Reachability,
         initial: Iterable[tuple[tuple[int, Any], int]],
         on_change: FrontierListener,
+        local_initial: Iterable[tuple[tuple[int, Any], int]] = (),
     ) -> None:
         """Starts tracking a dataflow from its initial capability counts (the same in every
-        process, so no exchange is needed to agree on them)."""
+        process, so no exchange is needed to agree on them); ``local_initial``: the part of
+        them held by this process's workers."""
         if dataflow in self._dataflows:
             raise ValueError(f"dataflow {dataflow} is already registered")
         tracker = Tracker(reachability)
         tracker.update_iter(initial)
         tracker.propagate()
-        self._dataflows[dataflow] = _Registered(tracker, on_change)
+        registered = _Registered(tracker, on_change)
+        if self.processes > 1 and self.accumulate:
+            local: list[dict[Any, int]] = [{} for _ in reachability.locations]
+            for (loc, time), count in local_initial:
+                if count:
+                    local[loc][time] = local[loc].get(time, 0) + count
+            registered.local = local
+        self._dataflows[dataflow] = registered
         for changes in self._unbuilt.pop(dataflow, []):
             self._apply_remote(dataflow, changes)
 
@@ -140,6 +180,12 @@ class ProgressActor:
         """The local updates not yet broadcast."""
         return list(self._dataflows[dataflow].outgoing)
 
+    def resident(self, dataflow: int) -> list[dict[Any, int]] | None:
+        """Where this process's shards count the messages waiting in their mailboxes: per
+        target location, ``{time: messages}`` (a message counts from its arrival until it is
+        taken out to be consumed); None when nothing is held, so there is nothing to count."""
+        return self._dataflows[dataflow].local
+
     # --- local batches ---------------------------------------------------------------------------
     def submit(self, dataflow: int, changes: Iterable[tuple[tuple[int, Any], int]]) -> None:
         """Takes one worker's progress batch (whole)."""
@@ -151,7 +197,22 @@ class ProgressActor:
             self.batches_applied += 1
             self._report(registered)
             return
-        registered.outgoing.extend(changes)
+        local = registered.local
+        if local is None:
+            registered.outgoing.extend(changes)
+        else:
+            update = registered.outgoing.update
+            is_target = registered.tracker.reachability.is_target
+            for key, delta in changes:
+                update(key, delta)
+                loc, time = key
+                if not is_target[loc]:  # a capability of a local shard
+                    at = local[loc]
+                    count = at.get(time, 0) + delta
+                    if count:
+                        at[time] = count
+                    else:
+                        del at[time]
         if not self.accumulate or self._must_flush(registered):
             self._flush(dataflow, registered)
 
@@ -188,20 +249,39 @@ class ProgressActor:
     def _must_flush(self, registered: _Registered) -> bool:
         tracker = registered.tracker
         for (loc, time), delta in registered.outgoing:
-            if delta < 0 and not self._dominated(tracker, loc, time):
+            if (
+                delta < 0
+                and not self._resident_below(registered, loc, time)
+                and not self._dominated(tracker, loc, time)
+            ):
                 return True
         return False
 
     @staticmethod
     def _dominated(tracker: Tracker, loc: int, time: Any) -> bool:
         """Whether an active pointstamp other than ``(loc, time)`` could-result-in it."""
-        reach = tracker.reachability
-        for other, t, count in tracker.active_pointstamps():
-            if count <= 0 or (other == loc and t == time):
+        return tracker.dominated(loc, time)
+
+    @staticmethod
+    def _resident_below(registered: _Registered, loc: int, time: Any) -> bool:
+        """Whether a resident occurrence ``q`` that could-result-in ``(loc, time)`` (``q`` may
+        be that pointstamp itself) is also active in the local view with the held updates
+        applied."""
+        local = registered.local
+        if local is None:
+            return False
+        tracker = registered.tracker
+        held = registered.outgoing
+        for other, applies in tracker.reaching(loc):
+            at = local[other]
+            if not at:
                 continue
-            for s in reach.summaries(other, loc):
-                if le(s.apply(t), time):
-                    return True
+            for t, count in at.items():
+                if count <= 0 or tracker.count(other, t) + held.get((other, t)) <= 0:
+                    continue
+                for apply in applies:
+                    if le(t if apply is None else apply(t), time):
+                        return True
         return False
 
     # --- remote batches --------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from naiad.progress.antichain import Antichain, MutableAntichain
+from naiad.progress.antichain import Antichain, MutableAntichain, le
 from naiad.progress.summary import PathSummary
 
 
@@ -138,6 +138,14 @@ class Reachability:
             [(loc, tuple(ac)) for loc, ac in psi.items() if self.is_target[loc]]
             for psi in self._psi
         ]
+        # And the reverse, for questions about one pointstamp: the locations that can reach
+        # each location (itself included, by the identity), with their summaries.
+        self.reaching: list[list[tuple[int, tuple[PathSummary, ...]]]] = [
+            [] for _ in self.locations
+        ]
+        for start, psi in enumerate(self._psi):
+            for loc, ac in psi.items():
+                self.reaching[loc].append((start, tuple(ac)))
 
     def _new_location(self, node: int, port: int, is_source: bool) -> int:
         self.locations.append((node, port, is_source))
@@ -231,6 +239,10 @@ class Tracker:
             [(target, tuple(s.compile() for s in summaries)) for target, summaries in paths]
             for paths in reachability.paths
         ]
+        self._reaching = [
+            [(other, tuple(s.compile() for s in summaries)) for other, summaries in reaching]
+            for reaching in reachability.reaching
+        ]
         self.active = 0  # pointstamps with a positive count
 
     def update(self, loc: int, time: Any, delta: int) -> None:
@@ -277,6 +289,35 @@ class Tracker:
     def count(self, loc: int, time: Any) -> int:
         """The occurrence count of pointstamp ``(loc, time)`` in this view."""
         return self._counts[loc].get(time, 0)
+
+    def dominated(self, loc: int, time: Any) -> bool:
+        """Whether an active pointstamp other than ``(loc, time)`` could-result-in it.
+
+        >>> g = GraphBuilder()
+        >>> a = g.add_node("in", 0, 1); b = g.add_node("out", 1, 0); g.add_edge((a, 0), (b, 0))
+        >>> r = g.build(); tr = Tracker(r)
+        >>> tr.update(r.source(a, 0), 3, 1)
+        >>> tr.dominated(r.target(b, 0), 4), tr.dominated(r.target(b, 0), 2)
+        (True, False)
+        >>> tr.dominated(r.source(a, 0), 3)  # itself does not count
+        False
+        """
+        counts = self._counts
+        for other, applies in self._reaching[loc]:
+            at = counts[other]
+            if not at:
+                continue
+            for t, count in at.items():
+                if count > 0 and not (other == loc and t == time):
+                    for apply in applies:
+                        if le(t if apply is None else apply(t), time):
+                            return True
+        return False
+
+    def reaching(self, loc: int) -> list[tuple[int, tuple[Any, ...]]]:
+        """The locations that can reach ``loc`` (itself included), each with its minimal path
+        summaries compiled (``None`` for the identity; else a function of the time)."""
+        return self._reaching[loc]
 
     def active_pointstamps(self) -> list[tuple[int, Any, int]]:
         """Every pointstamp with a positive count, as ``(location, time, count)``."""

@@ -284,8 +284,10 @@ class Process:
             if op.initial_capability
             for p in range(op.outputs)
         ]
-        self.progress.register(ident, reachability, initial, instance.frontier_moved)
+        mine = [(key, self.local) for key, _ in initial]  # this process's workers' share
+        self.progress.register(ident, reachability, initial, instance.frontier_moved, mine)
         tracker = self.progress.tracker(ident)
+        resident = self.progress.resident(ident)
         for worker, spec in zip(self.workers, builds, strict=True):
             buffer = worker.buffer_for(ident)
             row = []
@@ -293,9 +295,9 @@ class Process:
                 targets = [reachability.target(op.node, i) for i in range(op.inputs)]
                 sources = [reachability.source(op.node, p) for p in range(op.outputs)]
                 frontiers = [tracker.frontier(t) for t in targets]
-                row.append(
-                    VertexShard(worker, op.name, op.logic, targets, sources, frontiers, buffer)
-                )
+                shard = VertexShard(worker, op.name, op.logic, targets, sources, frontiers, buffer)
+                shard.resident = resident
+                row.append(shard)
             instance.shards.append(row)
         self._wire(instance)
         self.instances[ident] = instance

@@ -7,7 +7,10 @@ messages in flight (at target locations, with the worker that will receive them)
 act on that state and submit one progress batch per action to their process's actor; the
 actors' broadcasts go into one queue per (sender, receiver) pair, from which they are
 delivered in order, early (the receiver must hold a batch until its predecessors arrive) or
-twice (the receiver must drop the duplicate).
+twice (the receiver must drop the duplicate). A message reaches its worker's mailbox at a
+moment of its own, before or after the progress batch that counts it; the receiving process
+counts the messages waiting in its mailboxes (``ProgressActor.resident``), which its actor's
+accumulation may hold decrements by.
 
 After every step:
 
@@ -208,6 +211,9 @@ class Cluster:
         self.initial = [((loc, t), processes * workers) for loc, t in graph.initial]
         self.caps: Counter = Counter()  # (worker, source location, time) -> count
         self.msgs: Counter = Counter()  # (receiving worker, target location, time) -> count
+        # The part of ``msgs`` that reached its worker's mailbox, where the process counts it
+        # (``ProgressActor.resident``, as its shards do); the rest is still on the wire.
+        self.arrived: Counter = Counter()
         for worker in range(processes * workers):
             for loc, t in graph.initial:
                 self.caps[(worker, loc, t)] += 1
@@ -241,7 +247,8 @@ class Cluster:
 
         if any(self.history[(s, p)] for s in range(self.n) if s != p):
             self.seen_events.add("late registration after batches arrived")
-        self.actors[p].register(DATAFLOW, self.graph.reach, list(self.initial), on_change)
+        mine = [(lt, self.w) for lt, _ in self.initial]  # its workers' initial capabilities
+        self.actors[p].register(DATAFLOW, self.graph.reach, list(self.initial), on_change, mine)
         self.registered[p] = True
         self.seen[p] = self._snapshot(p)
 
@@ -265,9 +272,34 @@ class Cluster:
         self.msgs[(to, target, when)] += 1
         self._submit(worker, [((target, when), +1)])
 
+    def in_transit(self) -> list[tuple]:
+        """Messages not yet in the mailbox of their worker, whose process has registered."""
+        return [key for key in self.ready(self.msgs) if self.msgs[key] > self.arrived[key]]
+
+    def arrive(self, worker: int, target: int, time: Any) -> None:
+        """A message reaches its worker's mailbox: the process counts it as resident."""
+        key = (worker, target, time)
+        assert self.msgs[key] > self.arrived[key] and self.registered[worker // self.w]
+        self.arrived[key] += 1
+        resident = self.actors[worker // self.w].resident(DATAFLOW)
+        if resident is not None:
+            resident[target][time] = resident[target].get(time, 0) + 1
+
     def consume(self, worker: int, target: int, time: Any, produced: list, retained: list) -> None:
-        """``produced``: [(target, time, receiving worker)]; ``retained``: [(source, time)]."""
-        _take(self.msgs, (worker, target, time))
+        """``produced``: [(target, time, receiving worker)]; ``retained``: [(source, time)].
+        A message still on the wire arrives first."""
+        key = (worker, target, time)
+        if self.arrived[key] < self.msgs[key]:
+            self.arrive(*key)
+        _take(self.arrived, key)
+        resident = self.actors[worker // self.w].resident(DATAFLOW)
+        if resident is not None:  # taken out of the mailbox, as ``VertexShard.drain`` does
+            left = resident[target][time] - 1
+            if left:
+                resident[target][time] = left
+            else:
+                del resident[target][time]
+        _take(self.msgs, key)
         changes = []
         for tgt, when, to in produced:
             self.msgs[(to, tgt, when)] += 1
@@ -381,9 +413,21 @@ class Cluster:
             if quiescent:
                 assert view == truth, f"process {p}: view {dict(view)} != truth {dict(truth)}"
                 assert snapshot == self.implied(truth)
+            resident = self.actors[p].resident(DATAFLOW)
+            if resident is not None:
+                waiting: Counter = Counter()
+                for (worker, target, t), c in self.arrived.items():
+                    if worker // self.w == p:
+                        waiting[(target, t)] += c
+                counted = {
+                    (loc, t): c for loc in self.graph.targets for t, c in resident[loc].items()
+                }
+                assert counted == dict(waiting), "model bookkeeping of mailboxes"
             held = self.actors[p].pending(DATAFLOW)
             if held:
                 self.seen_events.add("updates held by accumulation")
+                if any(d < 0 and not tracker.dominated(*lt) for lt, d in held):
+                    self.seen_events.add("a decrement held by a resident occurrence")
                 # Local accumulation holds only what could not move a local frontier.
                 view.update(dict(held))
                 after = self.implied(view)
@@ -477,6 +521,14 @@ class DistributedProgress(RuleBasedStateMachine):
             if data.draw(st.booleans(), label="retain"):
                 retained.append((src, data.draw(st.sampled_from(later(earliest)), label="at")))
         sim.consume(worker, target, time, produced, retained)
+
+    @precondition(lambda self: self.sim.in_transit())
+    @rule(data=st.data())
+    def arrive(self, data: st.DataObject) -> None:
+        """A data message reaches its worker's mailbox, before or after the progress update
+        that counts it (the process holds decrements by what waits in its mailboxes)."""
+        self._clean = False
+        self.sim.arrive(*data.draw(st.sampled_from(self.sim.in_transit()), label="message"))
 
     @precondition(lambda self: self.sim.ready(self.sim.caps))
     @rule(data=st.data())
