@@ -100,6 +100,11 @@ class ProgressStats:
     batches_received: int = 0
 
 
+def _sign_then_location(change: tuple[tuple[int, Any], int]) -> tuple[bool, int]:
+    (loc, _), delta = change
+    return delta < 0, loc
+
+
 class ProgressActor:
     """Applies progress batches to per-dataflow trackers and reports moved frontiers.
 
@@ -226,6 +231,8 @@ class ProgressActor:
         changes = registered.outgoing.drain()  # positives first
         if not changes:
             return
+        # Updates of one location side by side: the wire format packs runs of them tightly.
+        changes.sort(key=_sign_then_location)
         assert self._broadcast is not None
         spoke = self.hub is not None and self.process != self.hub
         for peer in [self.hub] if spoke else range(self.processes):

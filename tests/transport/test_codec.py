@@ -1,0 +1,73 @@
+"""The wire codec's progress batches: every batch decodes to itself, in its order, and anything
+else a peer could send decodes or raises ``FrameError``, nothing else."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from naiad.progress.timestamp import Lex, Product
+from naiad.transport.codec import FrameError, decode_changes, encode_changes
+
+small = st.integers(-(2**40), 2**40)
+
+
+def times_of_depth(depth: int) -> st.SearchStrategy[Any]:
+    time: st.SearchStrategy[Any] = st.integers(0, 2**40)
+    for _ in range(depth - 1):
+        time = st.builds(Product, time, st.integers(0, 300))
+    return time
+
+
+batches = st.one_of(
+    # one depth throughout (grouped runs), with runs made likely by few locations and epochs
+    st.integers(1, 3).flatmap(
+        lambda depth: st.lists(
+            st.tuples(st.tuples(st.integers(0, 3), times_of_depth(depth)), small), max_size=30
+        )
+    ),
+    # mixed depths (one row per update)
+    st.lists(
+        st.tuples(
+            st.tuples(st.integers(0, 2**20), st.integers(1, 3).flatmap(times_of_depth)), small
+        ),
+        max_size=20,
+    ),
+    # times that are neither ints nor Products (tagged)
+    st.lists(
+        st.tuples(st.tuples(st.integers(0, 9), st.builds(Lex, small, small)), small), max_size=5
+    ),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(batches)
+def test_progress_batches_decode_to_themselves(changes: list) -> None:
+    decoded = decode_changes(encode_changes(changes))
+    assert decoded == changes
+    assert [type(t) for (_, t), _ in decoded] == [type(t) for (_, t), _ in changes]
+
+
+scalars = st.one_of(small, st.booleans(), st.none(), st.text(max_size=3), st.binary(max_size=3))
+values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=6), max_leaves=30)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.one_of(
+        values,
+        st.tuples(st.sampled_from([0, 1, 2]), values).map(list),
+        st.tuples(st.just(2), st.one_of(small, values), values).map(list),
+        st.tuples(st.just(2), st.integers(-1, 3), st.lists(small, max_size=12)).map(list),
+    )
+)
+def test_malformed_progress_batches_raise_frame_errors(message: Any) -> None:
+    try:
+        changes = decode_changes(msgpack.packb(message))
+    except FrameError:
+        return
+    for (loc, _), delta in changes:
+        assert type(loc) is int and type(delta) is int
