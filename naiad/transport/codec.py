@@ -19,6 +19,7 @@ Anything else is rejected with an error naming its type.
 
 from __future__ import annotations
 
+import math
 import struct
 from enum import IntEnum
 from typing import Any, NamedTuple
@@ -260,7 +261,7 @@ def _array(dtype_str: Any, shape_list: Any, body: memoryview) -> tuple[np.ndarra
         raise FrameError(f"malformed array head: {exc}") from exc
     if dtype.kind not in "biufcmM" or any(n < 0 for n in shape):
         raise FrameError(f"unsupported array {dtype} {shape}")
-    size = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+    size = dtype.itemsize * math.prod(shape)  # Python ints: no overflow on a hostile shape
     if len(body) < size:
         raise FrameError(f"array body has {len(body)} bytes, expected {size}")
     return np.frombuffer(body[:size], dtype=dtype).reshape(shape), size

@@ -1,16 +1,24 @@
-"""The wire codec's progress batches: every batch decodes to itself, in its order, and anything
-else a peer could send decodes or raises ``FrameError``, nothing else."""
+"""The wire codec: every progress batch decodes to itself, in its order, and anything else a
+peer could send decodes or raises ``FrameError``, nothing else."""
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import msgpack
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from naiad.progress.timestamp import Lex, Product
-from naiad.transport.codec import FrameError, decode_changes, encode_changes
+from naiad.transport.codec import (
+    FrameError,
+    decode_changes,
+    decode_message,
+    encode_changes,
+    packb,
+)
 
 small = st.integers(-(2**40), 2**40)
 
@@ -71,3 +79,11 @@ def test_malformed_progress_batches_raise_frame_errors(message: Any) -> None:
         return
     for (loc, _), delta in changes:
         assert type(loc) is int and type(delta) is int
+
+
+def test_an_array_head_whose_size_overflows_int64_is_a_frame_error() -> None:
+    """2**32 x 2**32 int64 elements: an int64 product of the shape wraps to 0 bytes."""
+    head = packb([0, 1, "<i8", [2**32, 2**32]])
+    payload = struct.pack("<I", len(head)) + head + bytes(16)
+    with pytest.raises(FrameError, match="array body has 16 bytes"):
+        decode_message(payload)
