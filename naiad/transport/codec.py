@@ -372,7 +372,7 @@ def decode_changes(payload: bytes | memoryview) -> list[tuple[tuple[int, Any], i
 def _decode_grouped(depth: Any, flat: Any) -> list[tuple[tuple[int, Any], int]]:
     if not (_is_int(depth) and depth >= 1 and isinstance(flat, list)):
         raise FrameError("malformed progress batch")
-    if not all(_is_int(value) for value in flat):
+    if not set(map(type, flat)) <= {int}:  # bool is an int subclass: not accepted either
         raise FrameError("malformed progress update")
     out = []
     i, end = 0, len(flat)
