@@ -242,7 +242,9 @@ class _ImportVertex(Vertex):
             return
         for batch in self.queue:
             if len(batch):  # sent at its least epoch: no update of a message precedes its time
-                self.send(cap.delayed(max(int(batch.times[:, 0].min()), cap.time)), batch)
+                at = cap.delayed(max(int(batch.times[:, 0].min()), cap.time))
+                self.send(at, batch)
+                at.drop()  # an owned capability: held on, it would stop the frontier here
         self.queue = []
         upper = self.spine.upper
         if not len(upper):
