@@ -1,0 +1,152 @@
+"""Shared arrangements (K-Pg): a second dataflow of the same runtime imports the first one's
+arrangement with ``import_trace`` and joins against it; its answers must equal the
+reference at every epoch, while both dataflows keep receiving changes."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import naiad
+from naiad.differential import Collection, import_trace
+from tests.differential import reference as ref
+
+KEYS = st.one_of(st.integers(0, 4), st.sampled_from(["a", "b"]))
+A_RECORDS = st.tuples(KEYS, st.integers(0, 2))
+B_RECORDS = st.tuples(KEYS, st.sampled_from(["x", "y"]))
+
+
+def share(worker: int, workers: int, changes: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
+    return [c for i, c in enumerate(changes) if i % workers == worker]
+
+
+async def shared_join(
+    a: ref.Epochs, b: ref.Epochs, before: int, workers: int, processes: int, compact: bool
+) -> tuple[list[Any], list[Any]]:
+    """Dataflow 1 arranges ``a``; after ``before`` epochs of it, dataflow 2 imports the
+    arrangement and joins its own input ``b`` (fed from epoch ``before`` on) against it."""
+    async with naiad.Runtime(workers, processes=processes, transport="inproc") as rt:
+
+        def first(scope: Any) -> Any:
+            session, collection = Collection.new_input(scope)
+            arranged = collection.arrange_by_key()
+            return session, arranged.trace, arranged.stream.probe()
+
+        df1 = rt.dataflow(first)
+        peers = len(df1.results)
+        for e in range(before):
+            for w, (session, _, _) in enumerate(df1.results):
+                for record, diff in share(w, peers, a[e]):
+                    session.update(record, diff)
+                session.advance_to(e + 1)
+        await df1.results[0][2].wait(before - 1)
+        if compact:  # the history before `before` may be compacted before the import
+            for _, handle, _ in df1.results:
+                handle.set_logical_compaction([before])
+
+        def second(scope: Any) -> Any:
+            session, collection = Collection.new_input(scope)
+            imported = import_trace(df1.results[scope.index][1], scope)
+            joined = collection.join(imported)
+            reversed_ = imported.join(collection)
+            counted = imported.count()
+            return session, joined.changes(), reversed_.changes(), counted.changes()
+
+        df2 = rt.dataflow(second)
+        for session, *_ in df2.results:
+            session.advance_to(before)
+        for _, handle, _ in df1.results:  # dataflow 1's own hold is no longer needed
+            handle.close()
+        for e in range(before, len(a)):
+            for w, ((s1, _, _), (s2, *_)) in enumerate(zip(df1.results, df2.results, strict=True)):
+                for record, diff in share(w, peers, a[e]):
+                    s1.update(record, diff)
+                for record, diff in share(w, peers, b[e]):
+                    s2.update(record, diff)
+                s1.advance_to(e + 1)
+                s2.advance_to(e + 1)
+        for (s1, _, _), (s2, *_) in zip(df1.results, df2.results, strict=True):
+            s1.close()
+            s2.close()
+        await df1.finished()
+        await df2.finished()
+    return df1.results, df2.results
+
+
+def check_from(results: list[Any], expected: list[Any], start: int) -> None:
+    """Accumulations equal the reference at every epoch from ``start`` on."""
+    got = ref.accumulate_changes(results, len(expected))
+    for e in range(start, len(expected)):
+        assert got[e] == expected[e], f"epoch {e}: {ref.diff_text(got[e], expected[e])}"
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    st.integers(2, 5).flatmap(
+        lambda n: st.tuples(
+            ref.histories(A_RECORDS, count=n),
+            ref.histories(B_RECORDS, count=n),
+            st.integers(1, n - 1),
+        )
+    ),
+    st.sampled_from([(1, 1), (2, 1), (2, 2)]),
+    st.booleans(),
+)
+def test_second_dataflow_joins_against_an_imported_arrangement(
+    drawn: Any, layout: Any, compact: bool
+) -> None:
+    a, b, before = drawn
+    b = [[] for _ in range(before)] + b[before:]  # dataflow 2's input starts at `before`
+    _, results = asyncio.run(shared_join(a, b, before, *layout, compact))
+    start = before if compact else 0
+    check_from([r[1] for r in results], ref.expect_binary(b, a, ref.join), start)
+    check_from([r[2] for r in results], ref.expect_binary(a, b, ref.join), start)
+    check_from([r[3] for r in results], ref.expect_unary(a, ref.count), start)
+
+
+@pytest.mark.parametrize("layout", [(2, 1), (1, 1)])
+async def test_import_sees_history_and_later_batches(layout: Any) -> None:
+    """A fixed scenario, also run as the brief describes: ``async with Runtime(workers=2)``."""
+    workers, _ = layout
+    a = [[((1, 10), 1), ((2, 20), 1)], [((1, 11), 1)], [((2, 20), -1), ((3, 30), 1)]]
+    b = [[], [((1, "x"), 1), ((2, "y"), 1)], [((3, "z"), 2)]]
+    async with naiad.Runtime(workers=workers) as rt:
+
+        def first(scope: Any) -> Any:
+            session, collection = Collection.new_input(scope)
+            arranged = collection.arrange_by_key()
+            return session, arranged.trace, arranged.stream.probe()
+
+        df1 = rt.dataflow(first)
+        for w, (session, _, _) in enumerate(df1.results):
+            for record, diff in share(w, workers, a[0]):
+                session.update(record, diff)
+            session.advance_to(1)
+        await df1.results[0][2].wait(0)
+
+        def second(scope: Any) -> Any:
+            session, collection = Collection.new_input(scope)
+            imported = import_trace(df1.results[scope.index][1], scope)
+            return session, collection.join(imported).changes()
+
+        df2 = rt.dataflow(second)
+        for session, _ in df2.results:
+            session.advance_to(1)
+        for e in (1, 2):
+            for w in range(workers):
+                for record, diff in share(w, workers, a[e]):
+                    df1.results[w][0].update(record, diff)
+                for record, diff in share(w, workers, b[e]):
+                    df2.results[w][0].update(record, diff)
+                df1.results[w][0].advance_to(e + 1)
+                df2.results[w][0].advance_to(e + 1)
+        for w in range(workers):
+            df1.results[w][0].close()
+            df2.results[w][0].close()
+            df1.results[w][1].close()
+        await df2.finished()
+    check_from([r[1] for r in df2.results], ref.expect_binary(b, a, ref.join), 0)
