@@ -74,16 +74,32 @@ class _Apply(StatelessVertex):
 
 
 class _Consolidate(Vertex):
-    """Buffers updates per message time; sums them once the time is complete."""
+    """Buffers updates per update time (a message may carry updates at times after its
+    own); sums them once that time is complete."""
 
-    def __init__(self) -> None:
+    def __init__(self, lex: tuple[bool, ...] = ()) -> None:
+        self.lex = lex
         self.pending: dict[Any, list[Updates]] = {}
 
     def on_recv(self, port: int, cap: Capability, batch: Updates) -> None:
-        if cap.time not in self.pending:
-            self.pending[cap.time] = []
-            self.notify_at(cap)
-        self.pending[cap.time].append(batch)
+        times = batch.times
+        if not len(times):
+            return
+        if (times == times[0]).all():
+            parts = [(lattice.time_of(times[0], self.lex), batch)]
+        else:
+            distinct, inverse = np.unique(times, axis=0, return_inverse=True)
+            inverse = inverse.reshape(-1)
+            parts = [
+                (lattice.time_of(row, self.lex), batch.take(inverse == i))
+                for i, row in enumerate(distinct)
+            ]
+        for time, part in parts:
+            bucket = self.pending.get(time)
+            if bucket is None:
+                bucket = self.pending[time] = []
+                self.notify_at(cap if time == cap.time else cap.delayed(time))
+            bucket.append(part)
 
     def on_notify(self, cap: Capability) -> None:
         batches = self.pending.pop(cap.time)
@@ -102,8 +118,7 @@ class _Changes(_Consolidate):
     """Consolidates per completed time into a list (a sink)."""
 
     def __init__(self, lex: tuple[bool, ...] = ()) -> None:
-        super().__init__()
-        self.lex = lex
+        super().__init__(lex)
         self.out: list[tuple[Any, Any, int]] = []
 
     def on_notify(self, cap: Capability) -> None:
@@ -259,7 +274,7 @@ class Collection:
     def consolidate(self, name: str = "consolidate") -> Collection:
         """Equal records at equal times summed, zeros dropped, once each time is complete."""
         node = self.stream.scope.add_operator(
-            name, _Consolidate(), [(self.stream, Exchange(keys=route))]
+            name, _Consolidate(lattice.scope_lex(self.scope)), [(self.stream, Exchange(keys=route))]
         )
         return Collection(self.stream.derive(node))
 
@@ -339,9 +354,10 @@ class Collection:
     ) -> Collection:
         """The fixed point of ``body`` starting from this collection (seed 002's FixedPoint):
         ``body`` gets the iteration variable (inside a new loop) and returns its next value.
-        With ``priority`` (a vectorized map of the columns to integers >= 0) records enter
-        in priority order, each priority iterated to its fixed point before the next
-        (lexicographic time, seed 002 §5.1.2)."""
+        With ``priority`` (a vectorized map of the columns to integers in ``[0, 2**30)``)
+        records enter in priority order, each priority iterated to its fixed point before the
+        next: the loop counter is (priority, iteration) ordered lexicographically, in product
+        with the epoch (seed 002 §5.1.2)."""
         return iterate_mod.iterate(self, body, priority, name)
 
     # --- outputs -------------------------------------------------------------------------------

@@ -18,7 +18,6 @@ import numpy as np
 
 from naiad.differential.updates import Updates
 from naiad.operators import loops
-from naiad.progress.timestamp import Lex
 
 if TYPE_CHECKING:
     from naiad.differential.collection import Collection
@@ -117,8 +116,22 @@ def iterate(
         loop = scope.iterative(name)
         var = Variable(loop, c.enter(loop, name + ".enter"), name=name + ".variable")
         return var.set(body(var.collection)).leave(name + ".leave")
-    prioritized = scope.iterative(name + ".priority", time_class=Lex)
-    loop = prioritized.iterative(name, time_class=Lex)
-    entered = enter(c, prioritized, name + ".enter_at", priority).enter(loop, name + ".enter")
-    var = Variable(loop, entered, name=name + ".variable")
-    return var.set(body(var.collection)).leave(name + ".leave").leave(name + ".leave_priority")
+    # Prioritized (seed 002 §5.1.2): the loop counter is the pair (priority, iteration),
+    # ordered lexicographically, in product with the enclosing time. The pair is packed in
+    # one integer counter, priority in the high bits: entering at ``priority << 32`` and the
+    # feedback's +1 keep exactly that order, with the loop's ordinary ``Product`` time (so a
+    # new epoch still corrects every earlier (priority, iteration), retractions included).
+    loop = scope.iterative(name)
+
+    def at(*columns: np.ndarray) -> np.ndarray:
+        p = np.asarray(priority(*columns), dtype=np.int64)
+        if len(p) and (p.min() < 0 or p.max() >= 1 << 30):
+            raise ValueError("iterate: priorities must lie in [0, 2**30)")
+        return p << PRIORITY_SHIFT
+
+    var = Variable(loop, enter(c, loop, name + ".enter_at", at), name=name + ".variable")
+    return var.set(body(var.collection)).leave(name + ".leave")
+
+
+PRIORITY_SHIFT = 32
+"""Bits of the loop counter below the priority: iterations per priority before overflow."""

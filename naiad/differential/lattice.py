@@ -159,6 +159,20 @@ def minimal_rows(times: np.ndarray, lex: LexFlags = ()) -> np.ndarray:
     return np.array(keep, dtype=np.int64).reshape(len(keep), times.shape[1])
 
 
+def greatest(times: np.ndarray, lex: LexFlags = ()) -> np.ndarray:
+    """A one-row frontier at or after every row of ``times`` (their join; a lexicographic
+    maximum suffices for ``Lex`` columns)."""
+    if not len(times):
+        return times[:0]
+    if not any(_flags(lex, times.shape[1])):
+        return times.max(axis=0)[None, :]
+    order = np.lexsort(times.T[::-1])
+    top = times[order[-1]][None, :]
+    for row in times:
+        top = join(top, row[None, :], lex)
+    return top
+
+
 def scope_lex(scope: Any) -> tuple[bool, ...]:
     """The ``lex`` flags of a scope: one per enclosing loop, outermost first."""
     flags: list[bool] = []

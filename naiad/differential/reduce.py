@@ -32,6 +32,7 @@ from naiad.differential import lattice
 from naiad.differential.arrange import Arranged, HeldTimes
 from naiad.differential.trace import Batch, Spine, TraceHandle
 from naiad.differential.updates import (
+    INTERNER,
     _column,
     columns_of,
     consolidation,
@@ -181,8 +182,22 @@ class ReduceVertex(Vertex):
         self.pending_keys = np.zeros(0, dtype=np.int64)
         self.pending_times = np.zeros((0, depth + 1), dtype=np.int64)
         self.held = HeldTimes(source.lex, depth)
+        self.key_encoded: bool | None = None
+
+    def _sync_key_encoding(self) -> None:
+        """Follows the input spine when its keys switched from numbers to interned codes (a
+        key column that brought Python objects later): pending keys and output recoded."""
+        now = self.source.encoded[0]
+        if self.key_encoded is False and now is True:
+            self.pending_keys = INTERNER.encode(self.pending_keys.astype(object))
+            if self.output.encoded[0] is False:
+                self.output._recode(0)
+        if now is not None:
+            self.output.encoded[0] = now
+        self.key_encoded = now
 
     def on_recv(self, port: int, cap: Capability, batch: Batch) -> None:
+        self._sync_key_encoding()
         if len(batch):
             self.pending_keys = np.concatenate([self.pending_keys, batch.keys]).astype(batch.keys.dtype)
             self.pending_times = np.concatenate([self.pending_times, batch.times])
@@ -191,8 +206,7 @@ class ReduceVertex(Vertex):
     def on_frontier(self) -> None:
         source, output, lex = self.source, self.output, self.source.lex
         frontier = lattice.frontier_rows(self.frontier(0).frontier, source.depth)
-        if output.encoded[0] is None and source.encoded[0] is not None:
-            output.encoded[0] = source.encoded[0]
+        self._sync_key_encoding()
         emitted = False
         if len(self.pending_keys):
             picked, _ = consolidation(

@@ -249,7 +249,11 @@ class Spine:
         m = self._settled()
         if m == 0:
             return
-        merged = merge(self.batches[:m], self.since(), self.lex)
+        since = self.since()
+        if not len(since):  # nothing can be read at any time any more: collapse all times
+            times = np.concatenate([b.times for b in self.batches[:m]])
+            since = lattice.greatest(times, self.lex)
+        merged = merge(self.batches[:m], since, self.lex)
         self.batches[:m] = [merged] if len(merged) else []
 
     def total(self) -> int:
