@@ -75,10 +75,8 @@ class InputHandle:
         cap = self._live()
         if not hasattr(batch, "__len__"):
             batch = list(batch)
-        # The counts of the messages sent wait in the worker's progress batch for its next
-        # activation, advance_to or close: the input's capability at this epoch, still held,
-        # implies everything they could, so nothing waits for them meanwhile.
         self._vertex.shard.outputs[0].send(cap, batch)
+        self._flush()
 
     def advance_to(self, epoch: Any) -> None:
         """Promises that no more records will be sent at epochs before ``epoch``."""
