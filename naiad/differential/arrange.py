@@ -93,22 +93,23 @@ class ArrangeVertex(Vertex):
             u = self.pending[0].concat(*self.pending[1:]) if len(self.pending) > 1 else self.pending[0]
             waiting = lattice.beyond(u.times, frontier, spine.lex)
             if not waiting.all():
-                ready = u.take(~waiting)
+                ready = u.take(~waiting) if waiting.any() else u  # (copy only when needed)
                 assigned = np.zeros(len(ready), dtype=bool)
-                for cap in sorted(self.held.caps, key=lambda c: lattice.time_row(c.time, spine.depth)):
+                caps = sorted(self.held.caps, key=lambda c: lattice.time_row(c.time, spine.depth))
+                for cap in caps:
                     mine = ~assigned & lattice.less_equal(
                         _row(cap, spine.depth)[None, :], ready.times, spine.lex
                     )
                     if mine.any():
                         assigned |= mine
-                        part = ready.take(mine)
+                        part = ready if len(caps) == 1 else ready.take(mine)
                         batch = spine.insert_updates(
                             part.data[0], part.data[1:], part.times, part.diffs, upper=frontier
                         )
                         sealed = True
                         if len(batch):
                             self.send(cap, batch)
-                u = u.take(waiting)
+                u = u.take(waiting) if waiting.any() else u.take(waiting[:0].nonzero()[0])
                 self.pending = [u] if len(u) else []
             # hold exactly the least times still pending: a capability taken for a message
             # whose updates all lie later must not stay behind (it would block the frontier)
