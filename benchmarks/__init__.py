@@ -15,6 +15,10 @@ BENCHMARKS: dict[str, str] = {
     "wordcount": "Zipf word count: naiad (1 and 2 workers) vs collections.Counter vs bytewax",
     "progress-traffic": "Naiad Figure 6c: progress protocol bytes and frames of iterative "
     "computations on 2 processes x 2 workers, with and without local accumulation",
+    "wcc": "weakly connected components of a random graph: naiad (1 and 2 processes) vs "
+    "Pathway, scipy and networkx",
+    "wcc-incremental": "single-edge insertions then deletions on a sparse graph: per-update "
+    "latency of naiad's incremental WCC vs Pathway's streaming mode",
 }
 """Name -> one-line description; the module ``benchmarks.<name>`` (``-`` spelt ``_``) defines
 ``main(argv)``. ``exchange``, ``coordination`` and ``wordcount`` also run on clusters of

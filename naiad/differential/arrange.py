@@ -12,7 +12,6 @@ Records are rows of columns: the first column is the key, the others the value.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -43,7 +42,10 @@ class HeldTimes:
         self.caps: list[Capability] = []
 
     def add(self, cap: Capability) -> None:
-        if not any(lattice.less_equal(_row(c, self.depth), _row(cap, self.depth), self.lex) for c in self.caps):
+        if not any(
+            lattice.less_equal(_row(c, self.depth), _row(cap, self.depth), self.lex)
+            for c in self.caps
+        ):
             self.caps.append(cap.retain())
 
     def rows(self) -> np.ndarray:
@@ -90,7 +92,11 @@ class ArrangeVertex(Vertex):
             return
         sealed = False
         if self.pending:
-            u = self.pending[0].concat(*self.pending[1:]) if len(self.pending) > 1 else self.pending[0]
+            u = (
+                self.pending[0].concat(*self.pending[1:])
+                if len(self.pending) > 1
+                else self.pending[0]
+            )
             waiting = lattice.beyond(u.times, frontier, spine.lex)
             if not waiting.all():
                 ready = u.take(~waiting) if waiting.any() else u  # (copy only when needed)
@@ -117,8 +123,15 @@ class ArrangeVertex(Vertex):
         if not sealed:  # no updates, but the upper moves: readers (imports) must hear of it
             empty = np.zeros(0, dtype=np.int64)
             spine.insert(
-                Batch(empty, (), np.zeros((0, spine.depth + 1), np.int64), empty,
-                      spine.upper, frontier, spine.since())
+                Batch(
+                    empty,
+                    (),
+                    np.zeros((0, spine.depth + 1), np.int64),
+                    empty,
+                    spine.upper,
+                    frontier,
+                    spine.since(),
+                )
             )
         if not len(frontier):
             spine.idle_merge()
@@ -141,7 +154,10 @@ class _AsCollection(StatelessVertex):
 
 def batch_updates(spine: Spine, batch: Batch) -> Updates:
     """A batch's updates as an ``Updates`` (values decoded)."""
-    cols = [spine.decode(0, batch.keys), *(spine.decode(i + 1, v) for i, v in enumerate(batch.vals))]
+    cols = [
+        spine.decode(0, batch.keys),
+        *(spine.decode(i + 1, v) for i, v in enumerate(batch.vals)),
+    ]
     return Updates(tuple(cols), batch.times, batch.diffs)
 
 
@@ -261,8 +277,9 @@ def import_trace(handle: TraceHandle, scope: Any, name: str = "import") -> Arran
     root scope, integer epochs): the present contents first, then every batch sealed later."""
     spine = handle.spine
     if scope.depth != 0 or spine.depth != 0:
-        raise ValueError("import: only arrangements of root scopes (integer epochs) can be imported")
+        raise ValueError(
+            "import: only arrangements of root scopes (integer epochs) can be imported"
+        )
     reader = TraceHandle(spine, logical=handle.logical)
     node = scope.add_operator(name, _ImportVertex(spine, reader), [])
     return Arranged(scope.stream(node), spine)
-

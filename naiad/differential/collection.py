@@ -219,7 +219,9 @@ class Collection:
 
         def apply(u: Updates) -> Updates:
             out = f(*u.data)
-            cols = tuple(np.asarray(c) for c in out) if isinstance(out, tuple) else (np.asarray(out),)
+            cols = (
+                tuple(np.asarray(c) for c in out) if isinstance(out, tuple) else (np.asarray(out),)
+            )
             return Updates(cols, u.times, u.diffs)
 
         return self._apply(apply, name)
@@ -299,7 +301,9 @@ class Collection:
         return self.concat(self.semijoin(keys, name).negate(name + ".negate"), name=name)
 
     def reduce(
-        self, f: Callable[[Any, list[tuple[Any, int]]], Iterable[tuple[Any, int]]], name: str = "reduce"
+        self,
+        f: Callable[[Any, list[tuple[Any, int]]], Iterable[tuple[Any, int]]],
+        name: str = "reduce",
     ) -> Collection:
         """Per key, ``f(key, [(value, count), ...])`` -> ``[(output value, count), ...]``; the
         result holds ``(key, output value)`` records."""
@@ -321,7 +325,7 @@ class Collection:
         return self._logic(reduce_mod.ThresholdLogic(f), name)
 
     def sum(self, name: str = "sum") -> Collection:
-        """``(key, sum of value × multiplicity)`` for ``(key, number)`` records."""
+        """``(key, sum of value x multiplicity)`` for ``(key, number)`` records."""
         return self._logic(reduce_mod.SumLogic(), name)
 
     def min(self, name: str = "min") -> Collection:
@@ -337,7 +341,9 @@ class Collection:
         """This collection inside loop context ``loop`` (constant across iterations)."""
         return iterate_mod.enter(self, loop, name)
 
-    def enter_at(self, loop: Any, at: Callable[..., np.ndarray], name: str = "enter_at") -> Collection:
+    def enter_at(
+        self, loop: Any, at: Callable[..., np.ndarray], name: str = "enter_at"
+    ) -> Collection:
         """Inside ``loop``, each update entering at counter ``at(*columns)`` (vectorized,
         non-negative integers): the priority of prioritized iteration."""
         return iterate_mod.enter(self, loop, name, at)
@@ -414,7 +420,9 @@ class View:
         row = np.array(lattice.time_row(time, u.depth), dtype=np.int64)
         u = u.take(lattice.less_equal(u.times, row[None, :], self.lex))
         u = Updates(u.data, np.zeros((len(u), 1), dtype=np.int64), u.diffs).consolidate()
-        self.updates = [self.updates[0].concat(*self.updates[1:])] if len(self.updates) > 1 else self.updates
+        self.updates = (
+            [self.updates[0].concat(*self.updates[1:])] if len(self.updates) > 1 else self.updates
+        )
         return {r: d for r, _, d in u.to_records()}
 
 
@@ -425,6 +433,7 @@ class _ViewVertex(Vertex):
 
     def on_recv(self, port: int, cap: Capability, batch: Updates) -> None:
         self.view.updates.append(batch)
+
 
 class InputSession:
     """Buffers this worker's changes and sends them as one batch per flush.
@@ -457,6 +466,19 @@ class InputSession:
         if self._staged:
             self.handle.send(updates_of_rows(self._staged))
             self._staged = []
+
+    def send_columns(
+        self, columns: tuple[np.ndarray, ...], diffs: np.ndarray | None = None
+    ) -> None:
+        """Sends records given as columns (one array per field) at the current epoch, with
+        multiplicities ``diffs`` (1 each by default): the bulk path, no per-record work."""
+        self.flush()
+        n = len(columns[0])
+        if any(len(c) != n for c in columns) or (diffs is not None and len(diffs) != n):
+            raise ValueError("send_columns: every column (and diffs) must have the same length")
+        times = time_matrix([self.handle.epoch], self._depth).repeat(n, axis=0)
+        d = np.ones(n, np.int64) if diffs is None else np.asarray(diffs, dtype=np.int64)
+        self.handle.send(Updates(tuple(np.asarray(c) for c in columns), times, d))
 
     def advance_to(self, epoch: Any) -> None:
         self.flush()

@@ -3,7 +3,7 @@ other side acknowledged so far, so every pair of batches meets exactly once
 (``d(A ⋈ B) = dA ⋈ B + A' ⋈ dB``, where ``A'`` already includes ``dA``).
 
 Matching is a sort-merge on the key columns: the smaller side's keys are looked up in the
-larger with ``searchsorted``, so a small batch against a large trace costs O(small × log
+larger with ``searchsorted``, so a small batch against a large trace costs O(small x log
 large), which keeps installing a small query against a big shared index proportional to the
 small side. The output record is ``(key, *left values, *right values)``, at the join (least
 upper bound) of the two times, with the product of the diffs.
@@ -44,7 +44,10 @@ class JoinVertex(Vertex):
     """Port 0: batches of the left arrangement; port 1: of the right."""
 
     def __init__(
-        self, spines: tuple[Spine, Spine], handles: tuple[TraceHandle, TraceHandle], right_values: bool
+        self,
+        spines: tuple[Spine, Spine],
+        handles: tuple[TraceHandle, TraceHandle],
+        right_values: bool,
     ) -> None:
         self.spines = spines
         self.handles = handles
@@ -85,8 +88,15 @@ class JoinVertex(Vertex):
             return batch
         codes = INTERNER.encode(batch.keys.astype(object))
         order = np.argsort(codes, kind="stable")
-        out = Batch(codes[order], tuple(v[order] for v in batch.vals), batch.times[order],
-                    batch.diffs[order], batch.lower, batch.upper, batch.since)
+        out = Batch(
+            codes[order],
+            tuple(v[order] for v in batch.vals),
+            batch.times[order],
+            batch.diffs[order],
+            batch.lower,
+            batch.upper,
+            batch.since,
+        )
         return out
 
     def on_frontier(self) -> None:

@@ -70,7 +70,9 @@ def join(a: np.ndarray, b: np.ndarray, lex: LexFlags = ()) -> np.ndarray:
             le_ba = (le_ba & ~eq) | (eq & (bi <= ai))
             fresh = np.concatenate([out, np.zeros_like(out[..., :1])], axis=-1)
             out = np.where(
-                le_ab[..., None], b[..., : i + 1], np.where(le_ba[..., None], a[..., : i + 1], fresh)
+                le_ab[..., None],
+                b[..., : i + 1],
+                np.where(le_ba[..., None], a[..., : i + 1], fresh),
             )
         else:
             le_ab = le_ab & (ai <= bi)

@@ -41,7 +41,9 @@ from naiad.differential.updates import (
 )
 from naiad.progress.capability import Capability
 
-Rows = tuple[np.ndarray, tuple[np.ndarray, ...], np.ndarray]
+Columns = tuple[np.ndarray, ...]
+Decoder = Callable[[np.ndarray], np.ndarray]
+Rows = tuple[np.ndarray, Columns, np.ndarray]
 """(keys, value columns, counts): accumulated rows, sorted by key then value, no zeros."""
 
 
@@ -58,16 +60,22 @@ class Logic:
     are given decoded, and returned as raw columns (numbers or Python objects).
     """
 
-
-    def __call__(self, keys: np.ndarray, vals: tuple[np.ndarray, ...], counts: np.ndarray, decode_key: Callable[[np.ndarray], np.ndarray]) -> Rows:
+    def __call__(
+        self,
+        keys: np.ndarray,
+        vals: tuple[np.ndarray, ...],
+        counts: np.ndarray,
+        decode_key: Callable[[np.ndarray], np.ndarray],
+    ) -> Rows:
         raise NotImplementedError
 
 
 class CountLogic(Logic):
     """``(record, count)`` for every record with a non-zero count."""
 
-
-    def __call__(self, keys, vals, counts, decode_key):  # type: ignore[no-untyped-def]
+    def __call__(
+        self, keys: np.ndarray, vals: Columns, counts: np.ndarray, decode_key: Decoder
+    ) -> Rows:
         return keys, (*vals, counts.copy()), np.ones(len(keys), dtype=np.int64)
 
 
@@ -78,25 +86,31 @@ class ThresholdLogic(Logic):
     def __init__(self, f: Callable[[np.ndarray], Any] | None) -> None:
         self.f = f
 
-
-    def __call__(self, keys, vals, counts, decode_key):  # type: ignore[no-untyped-def]
+    def __call__(
+        self, keys: np.ndarray, vals: Columns, counts: np.ndarray, decode_key: Decoder
+    ) -> Rows:
         if self.f is None:
             out = (counts > 0).astype(np.int64)
         else:
             out = np.asarray(self.f(counts), dtype=np.int64)
             if out.shape != counts.shape:
-                raise ValueError(f"threshold: f must map an array of {len(counts)} counts to as many counts")
+                raise ValueError(
+                    f"threshold: f must map an array of {len(counts)} counts to as many counts"
+                )
         keep = out != 0
         return keys[keep], tuple(v[keep] for v in vals), out[keep]
 
 
 class SumLogic(Logic):
-    """``(key, sum of value × count)`` per key."""
+    """``(key, sum of value x count)`` per key."""
 
-
-    def __call__(self, keys, vals, counts, decode_key):  # type: ignore[no-untyped-def]
+    def __call__(
+        self, keys: np.ndarray, vals: Columns, counts: np.ndarray, decode_key: Decoder
+    ) -> Rows:
         if len(vals) != 1:
-            raise ValueError(f"sum: records must be (key, number) pairs, not {len(vals) + 1} fields")
+            raise ValueError(
+                f"sum: records must be (key, number) pairs, not {len(vals) + 1} fields"
+            )
         starts = group_starts(keys)
         (v,) = vals
         if v.dtype == object:
@@ -111,14 +125,17 @@ class ExtremeLogic(Logic):
     def __init__(self, largest: bool) -> None:
         self.largest = largest
 
-
-    def __call__(self, keys, vals, counts, decode_key):  # type: ignore[no-untyped-def]
+    def __call__(
+        self, keys: np.ndarray, vals: Columns, counts: np.ndarray, decode_key: Decoder
+    ) -> Rows:
         if not vals:
             raise ValueError("min/max: records must be (key, value) pairs")
         pos = counts > 0
         keys, vals = keys[pos], tuple(v[pos] for v in vals)
         if any(v.dtype == object for v in vals):  # Python values: compare them in Python
-            return GenericLogic(self._python, split=len(vals) > 1)(keys, vals, np.ones(len(keys), np.int64), decode_key)
+            return GenericLogic(self._python, split=len(vals) > 1)(
+                keys, vals, np.ones(len(keys), np.int64), decode_key
+            )
         starts = group_starts(keys)
         if not len(starts):
             return keys, vals, np.zeros(0, dtype=np.int64)
@@ -139,8 +156,9 @@ class GenericLogic(Logic):
         self.f = f
         self.split = split
 
-
-    def __call__(self, keys, vals, counts, decode_key):  # type: ignore[no-untyped-def]
+    def __call__(
+        self, keys: np.ndarray, vals: Columns, counts: np.ndarray, decode_key: Decoder
+    ) -> Rows:
         if not len(keys):
             return keys, tuple(v[:0] for v in vals) if self.split else (keys[:0],), keys[:0]
         starts = group_starts(keys)
@@ -152,7 +170,9 @@ class GenericLogic(Logic):
         out_vals: list[Any] = []
         out_counts: list[int] = []
         key_codes = keys[starts].tolist()
-        for code, key, lo, hi in zip(key_codes, raw_keys, starts.tolist(), ends.tolist(), strict=True):
+        for code, key, lo, hi in zip(
+            key_codes, raw_keys, starts.tolist(), ends.tolist(), strict=True
+        ):
             result = self.f(key, list(zip(values[lo:hi], counts_l[lo:hi], strict=True)))
             for value, count in result or ():
                 if count:
@@ -176,8 +196,16 @@ def _accumulate(
 
 
 class ReduceVertex(Vertex):
-    def __init__(self, source: Spine, handle: TraceHandle, output: Spine, own: TraceHandle, logic: Logic) -> None:
-        self.source, self.handle, self.output, self.own, self.logic = source, handle, output, own, logic
+    def __init__(
+        self, source: Spine, handle: TraceHandle, output: Spine, own: TraceHandle, logic: Logic
+    ) -> None:
+        self.source, self.handle, self.output, self.own, self.logic = (
+            source,
+            handle,
+            output,
+            own,
+            logic,
+        )
         depth = source.depth
         self.pending_keys = np.zeros(0, dtype=np.int64)
         self.pending_times = np.zeros((0, depth + 1), dtype=np.int64)
@@ -199,7 +227,9 @@ class ReduceVertex(Vertex):
     def on_recv(self, port: int, cap: Capability, batch: Batch) -> None:
         self._sync_key_encoding()
         if len(batch):
-            self.pending_keys = np.concatenate([self.pending_keys, batch.keys]).astype(batch.keys.dtype)
+            self.pending_keys = np.concatenate([self.pending_keys, batch.keys]).astype(
+                batch.keys.dtype
+            )
             self.pending_times = np.concatenate([self.pending_times, batch.times])
             self.held.add(cap)
 
@@ -238,9 +268,17 @@ class ReduceVertex(Vertex):
             self.own.set_logical_compaction(self.frontier(0).frontier)
         if not emitted and not np.array_equal(frontier, output.upper):
             empty = np.zeros(0, dtype=np.int64)
-            output.insert(Batch(empty, (),
-                                np.zeros((0, output.depth + 1), np.int64), empty,
-                                output.upper, frontier, output.since()))
+            output.insert(
+                Batch(
+                    empty,
+                    (),
+                    np.zeros((0, output.depth + 1), np.int64),
+                    empty,
+                    output.upper,
+                    frontier,
+                    output.since(),
+                )
+            )
         output.upper = frontier
         if not len(frontier):
             self.handle.close()
@@ -265,7 +303,16 @@ class ReduceVertex(Vertex):
         if not len(dd):
             return False
         times = np.repeat(t[None, :], len(dd), axis=0)
-        batch = Batch.sealed(dk, dvals, times, dd, output.upper, output.upper, np.zeros((0, output.depth + 1), np.int64), output.lex)
+        batch = Batch.sealed(
+            dk,
+            dvals,
+            times,
+            dd,
+            output.upper,
+            output.upper,
+            np.zeros((0, output.depth + 1), np.int64),
+            output.lex,
+        )
         if not len(batch):
             return False
         output.insert(batch)

@@ -82,13 +82,20 @@ class Batch:
         they are a concatenation of sorted batches."""
         times = lattice.advance_by(times, since, lex)
         picked, sums = consolidation([keys, *vals], times, diffs, runs)
-        return cls(keys[picked], tuple(v[picked] for v in vals), times[picked], sums, lower, upper, since)
+        return cls(
+            keys[picked], tuple(v[picked] for v in vals), times[picked], sums, lower, upper, since
+        )
 
     def __len__(self) -> int:
         return len(self.diffs)
 
-    def take(self, index: np.ndarray) -> tuple[np.ndarray, Columns, np.ndarray, np.ndarray]:
-        return self.keys[index], tuple(v[index] for v in self.vals), self.times[index], self.diffs[index]
+    def take(self, index: np.ndarray | slice) -> tuple[np.ndarray, Columns, np.ndarray, np.ndarray]:
+        return (
+            self.keys[index],
+            tuple(v[index] for v in self.vals),
+            self.times[index],
+            self.diffs[index],
+        )
 
     def rows_for(self, keys: np.ndarray) -> np.ndarray:
         """Indices of the updates whose key is in ``keys`` (sorted, distinct)."""
@@ -99,7 +106,8 @@ class Batch:
     def __repr__(self) -> str:
         return (
             f"Batch({len(self)} updates, seq {self.seq_lo}..{self.seq_hi}, "
-            f"lower {self.lower.tolist()}, upper {self.upper.tolist()}, since {self.since.tolist()})"
+            f"lower {self.lower.tolist()}, upper {self.upper.tolist()}, "
+            f"since {self.since.tolist()})"
         )
 
 
@@ -190,7 +198,7 @@ class Spine:
             return self.upper
         if any(f is None for f in frontiers):
             return np.zeros((1, self.depth + 1), dtype=np.int64)
-        rows = np.concatenate([f for f in frontiers if f is not None])  # type: ignore[misc]
+        rows = np.concatenate([f for f in frontiers if f is not None])
         return lattice.minimal_rows(rows, self.lex) if len(rows) else rows
 
     def insert(self, batch: Batch) -> Batch:
@@ -217,7 +225,9 @@ class Spine:
         keys, *rest = self.encode([keys, *vals])
         # a new batch is also a message of changes: its times stay exact (since = lower);
         # logical compaction applies when batches merge, once every reader has read them
-        batch = Batch.sealed(keys, tuple(rest), times, diffs, self.upper, upper, self.upper[:0], self.lex)
+        batch = Batch.sealed(
+            keys, tuple(rest), times, diffs, self.upper, upper, self.upper[:0], self.lex
+        )
         batch.since = self.upper
         return self.insert(batch)
 
@@ -284,7 +294,12 @@ def concat_parts(
 ) -> tuple[np.ndarray, Columns, np.ndarray, np.ndarray]:
     if not parts:
         empty = np.zeros(0, dtype=np.int64)
-        return empty, tuple(empty for _ in range(width - 1)), np.zeros((0, depth + 1), np.int64), empty
+        return (
+            empty,
+            tuple(empty for _ in range(width - 1)),
+            np.zeros((0, depth + 1), np.int64),
+            empty,
+        )
     if len(parts) == 1:
         return parts[0]
     return (
@@ -342,12 +357,18 @@ class Cursor:
 
     def __init__(self, spine: Spine, batches: Sequence[Batch]) -> None:
         self.spine = spine
-        keys, vals, times, diffs = concat_parts([b.take(slice(None)) for b in batches], spine.width, spine.depth)  # type: ignore[arg-type]
+        keys, vals, times, diffs = concat_parts(
+            [b.take(slice(None)) for b in batches], spine.width, spine.depth
+        )
         picked, sums = consolidation([keys, *vals], times, diffs)
         self._keys, self._vals = keys[picked], tuple(v[picked] for v in vals)
         self._times, self._diffs = times[picked], sums
         self._decoded_keys = spine.decode(0, self._keys)
-        self._starts = np.flatnonzero(np.r_[True, self._keys[1:] != self._keys[:-1]]) if len(self._keys) else np.zeros(0, np.int64)
+        self._starts = (
+            np.flatnonzero(np.r_[True, self._keys[1:] != self._keys[:-1]])
+            if len(self._keys)
+            else np.zeros(0, np.int64)
+        )
         self._pos = 0
 
     def __iter__(self) -> Iterator[None]:
@@ -382,7 +403,11 @@ class Cursor:
         hi = self._starts[self._pos + 1] if self._pos + 1 < len(self._starts) else len(self._keys)
         out: list[tuple[Any, list[tuple[Any, int]]]] = []
         vals = [self.spine.decode(i + 1, v[lo:hi]).tolist() for i, v in enumerate(self._vals)]
-        rows = list(zip(*vals, strict=True)) if len(vals) > 1 else (vals[0] if vals else [()] * (hi - lo))
+        rows = (
+            list(zip(*vals, strict=True))
+            if len(vals) > 1
+            else (vals[0] if vals else [()] * (hi - lo))
+        )
         for j, val in enumerate(rows):
             entry = (lattice.time_of(self._times[lo + j], self.spine.lex), int(self._diffs[lo + j]))
             if out and out[-1][0] == val:

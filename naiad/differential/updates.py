@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 
 from naiad.differential.lattice import time_of
-from naiad.progress.timestamp import Product
 from naiad.transport.codec import register_columnar
 
 
@@ -110,7 +109,7 @@ def sorted_groups(
     whether it starts a new group of equal rows.
 
     Integer columns are packed into one int64 by their value ranges, with the row index in
-    the low bits when it fits: one ``np.sort`` of int64 (a vectorized sort, ~30× faster than
+    the low bits when it fits: one ``np.sort`` of int64 (a vectorized sort, ~30x faster than
     ``np.lexsort`` over four columns here). Otherwise one ``argsort`` of the packed key, or
     ``lexsort`` when the ranges are too wide to pack. ``runs`` says the rows are a
     concatenation of a few sorted runs (batches being merged): a stable sort (timsort) then
