@@ -151,9 +151,13 @@ def minimal_rows(times: np.ndarray, lex: LexFlags = ()) -> np.ndarray:
     """The minimal distinct rows (an antichain), in lexicographic order."""
     if len(times) == 0:
         return times
+    width = times.shape[1]
+    if width == 1:
+        return times.min(axis=0, keepdims=True)  # a total order
+    if width == 2 and (times[:, 0] == times[0, 0]).all():
+        # one epoch and one loop counter (the common case in a loop): a total order here
+        return times[np.argmin(times[:, 1])][None, :].copy()
     distinct = np.unique(times, axis=0)
-    if distinct.shape[1] == 1:
-        return distinct[:1]  # a total order
     keep: list[np.ndarray] = []
     for row in distinct:  # lexicographic order: a row is minimal unless an earlier one is <= it
         if not any(bool(less_equal(k, row, lex)) for k in keep):

@@ -262,10 +262,17 @@ class ReduceVertex(Vertex):
                     pk, pt = pk[picked], pt[picked]
             self.pending_keys, self.pending_times = pk, pt
             self.held.reset(lattice.minimal_rows(pt, lex))
-        # compaction: accumulations are only ever needed at times in advance of the frontier
+        # Compaction. Accumulations are only needed at times in advance of the frontier, but
+        # advancing loop counters would also change the joins of history times with later
+        # times, so that an advanced time could stand for a change point that exists (and be
+        # skipped) or for none (and be re-evaluated at every later frontier, forever). Only
+        # the epoch is advanced: to the least epoch of the frontier, counters kept exact.
         if len(frontier):
-            self.handle.set_logical_compaction(self.frontier(0).frontier)
-            self.own.set_logical_compaction(self.frontier(0).frontier)
+            least = np.zeros((1, source.depth + 1), dtype=np.int64)
+            least[0, 0] = frontier[:, 0].min()
+            time = lattice.time_of(least[0], lex)
+            self.handle.set_logical_compaction([time])
+            self.own.set_logical_compaction([time])
         if not emitted and not np.array_equal(frontier, output.upper):
             empty = np.zeros(0, dtype=np.int64)
             output.insert(
@@ -327,10 +334,7 @@ class ReduceVertex(Vertex):
         if not len(k):
             return k, times
         lub = lattice.join(times, t[None, :], self.source.lex)
-        # only times incomparable to t yield new times: if s >= t, s is pending itself when it
-        # is an input time, and when it is a time advanced by compaction it is no change point
-        # (counting those would re-evaluate each key at every later frontier, forever)
-        new = ~(lub == t[None, :]).all(axis=1) & ~(lub == times).all(axis=1)
+        new = ~(lub == t[None, :]).all(axis=1)
         return k[new], lub[new]
 
     def checkpoint(self) -> Any:

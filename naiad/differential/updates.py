@@ -214,6 +214,7 @@ def time_matrix(times: Iterable[Any], depth: int) -> np.ndarray:
 
     >>> time_matrix([3, 4], 0).tolist()
     [[3], [4]]
+    >>> from naiad.progress.timestamp import Product
     >>> time_matrix([Product(1, 2)], 1).tolist()
     [[1, 2]]
     """

@@ -121,13 +121,6 @@ def test_prioritized_components_equal_unprioritized_in_one_epoch(
     prioritized_and_plain([[(e, 1) for e in set(edges)]], layout, kind)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="prioritized iterate orders (epoch, priority) lexicographically (Lex scope), so "
-    "epoch e+1's loop starts from epoch e's fixed point instead of from scratch; after an "
-    "edge deletion min-label propagation keeps stale labels. Seed 002: the priority is "
-    "lexicographic with the iteration counter, but in product with the epoch",
-)
 @pytest.mark.parametrize("layout", [(1, 1), (2, 1)])
 def test_prioritized_components_after_an_edge_deletion(layout: Any) -> None:
     prioritized_and_plain([[((0, 1), 1), ((1, 2), 1)], [((0, 1), -1)]], layout, "zero")

@@ -356,13 +356,6 @@ async def test_input_session_feeds_join_and_max(layout: Any) -> None:
     ref.check([r[3] for r in df.results], ref.expect_unary(a, lambda x: ref.extreme(x, True)))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="consolidate() and changes() sum updates per *message* time, not per update time: "
-    "a batch sealed by an arrangement at message time t can carry updates at t' > t, which "
-    "are then never summed with the updates at t' of other messages, so +1 and -1 for one "
-    "(record, time) both come out",
-)
 @pytest.mark.parametrize("layout", [(1, 1), (2, 1)])
 def test_changes_and_consolidate_are_consolidated_per_time(layout: Any) -> None:
     a_epochs = [[(("k", "v"), 1)], [], [(("k", "v"), -1)]]
