@@ -19,6 +19,10 @@ BENCHMARKS: dict[str, str] = {
     "Pathway, scipy and networkx",
     "wcc-incremental": "single-edge insertions then deletions on a sparse graph: per-update "
     "latency of naiad's incremental WCC vs Pathway's streaming mode",
+    "arrange": "K-Pg §5.1: updates/s into a 1M-key arrangement with a count (vs a dict), and "
+    "the time to install a join against an imported arrangement (1k and 10k records)",
+    "sharing": "K-Pg Figure 5c: memory and update latency of four graph queries with and "
+    "without a shared arrangement of the edges",
 }
 """Name -> one-line description; the module ``benchmarks.<name>`` (``-`` spelt ``_``) defines
 ``main(argv)``. ``exchange``, ``coordination`` and ``wordcount`` also run on clusters of

@@ -41,7 +41,16 @@ def test_list_names_every_benchmark() -> None:
     proc = run_benchmark("--list")
     assert proc.returncode == 0, proc.stderr
     names = {line.split()[0] for line in proc.stdout.splitlines() if line.strip()}
-    assert names == {"coordination", "exchange", "wordcount", "progress-traffic"}
+    assert names == {
+        "coordination",
+        "exchange",
+        "wordcount",
+        "progress-traffic",
+        "wcc",
+        "wcc-incremental",
+        "arrange",
+        "sharing",
+    }
 
 
 def test_unknown_benchmark_is_refused() -> None:
@@ -59,6 +68,8 @@ def test_unknown_benchmark_is_refused() -> None:
         ("wordcount", []),
         ("coordination", ["--processes", "2"]),
         ("wordcount", ["--processes", "2"]),
+        ("arrange", []),
+        ("sharing", []),
     ],
 )
 def test_benchmark_reports_a_correct_answer(name: str, extra: list[str]) -> None:
@@ -115,3 +126,28 @@ def test_progress_traffic_counts_both_modes_and_explains_them() -> None:
         "wcc_off_over_local_bytes",
         "circulate_off_over_local_bytes",
     ]
+
+
+def test_arrange_reports_throughput_and_installs() -> None:
+    report = cluster_report("arrange")
+    results = report["results"]
+    for name in ("naiad", "naiad_records", "dict"):
+        assert results[name]["updates_per_s"] > 0 and results[name]["correct"] is True
+    for name in ("install_small", "install_large"):
+        assert results[name]["seconds"] > 0 and results[name]["output_records"] >= 0
+    assert {"naiad_over_dict", "install_large_over_small", "install_large_over_arrange"} <= (
+        report["ratios"].keys()
+    )
+
+
+def test_sharing_runs_every_variant_in_its_own_process() -> None:
+    report = cluster_report("sharing")
+    results = report["results"]
+    assert results["unshared"]["edge_arrangements"] > results["shared"]["edge_arrangements"] == 1
+    assert results["shared_import"]["edge_arrangements"] == 1
+    sizes = results["unshared"]["result_sizes"]
+    assert set(sizes) == {"degree", "hop1", "hop2", "neighbour_degree"}
+    for variant in ("shared", "shared_import"):
+        assert results[variant]["result_sizes"] == sizes
+        assert results[variant]["rss_growth_mb"] >= 0
+    assert report["ratios"]["unshared_over_shared_bytes"] > 1
