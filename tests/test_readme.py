@@ -21,3 +21,14 @@ def test_readme_example_counts_words(capsys: pytest.CaptureFixture[str]) -> None
         _, pairs = line.split(" ", 1)
         totals.update(dict(ast.literal_eval(pairs)))
     assert totals == Counter(["a", "rose", "is", "a", "rose", "is", "a", "rose"])
+
+
+def test_readme_differential_example_prints_the_components(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    block = next(b for b in blocks if "graph.wcc" in b)
+    exec(compile(block, str(README), "exec"), {"__name__": "readme"})
+    printed = ast.literal_eval(capsys.readouterr().out.strip())
+    expected_comment = block.split("# [", 1)[1].replace("\n#", "")
+    assert printed == ast.literal_eval("[" + expected_comment)
