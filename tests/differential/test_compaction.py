@@ -8,7 +8,6 @@ import asyncio
 from collections import Counter
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -119,13 +118,9 @@ def test_an_arrangement_without_readers_compacts_churn() -> None:
     assert spines[0].total() < sum(len(changes) for changes in epochs) // 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="once the input closes with no reader, the final idle merge compacts to the "
-    "empty frontier, and advance_by with an empty frontier leaves times as they are: an "
-    "insertion and its later retraction stay stored (5 updates where 3 remain)",
-)
 def test_an_arrangement_without_readers_compacts_fully_once_input_closes() -> None:
+    """Once input closes nobody can read any time: an insertion and its later retraction
+    must cancel in the final merge (they stayed when it compacted to the empty frontier)."""
     epochs = [[((k, 0), 1) for k in range(4)], [((0, 0), -1)]]
     _, spines = asyncio.run(feed(1, epochs, lambda e, a: None, hold=False))
     assert accumulated_at(spines, 2) == ref.accumulated(epochs, 1)
