@@ -130,7 +130,8 @@ def extreme(a: Counter, largest: bool) -> Counter:
     for k, vs in by_key(a).items():
         positive = [v for v, c in vs if c > 0]
         if positive:
-            out[(k, max(positive) if largest else min(positive))] = 1
+            pick = max(positive) if largest else min(positive)
+            out[record_of((k, *fields(pick)))] = 1
     return out
 
 

@@ -296,7 +296,14 @@ def test_sum(epochs: Any, layout: Any) -> None:
 
 
 @FAST
-@given(keyed_history(), layouts)
+@given(
+    st.one_of(
+        keyed_history(),
+        histories(st.tuples(ref.INT_KEYS, ref.INT_VALUES, ref.STR_VALUES)),
+        histories(st.tuples(ref.STR_KEYS, ref.INT_VALUES, ref.INT_VALUES)),
+    ),
+    layouts,
+)
 def test_min_and_max(epochs: Any, layout: Any) -> None:
     def build(scope: Any) -> Any:
         c = Collection.from_epochs(scope, epochs)

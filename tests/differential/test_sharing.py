@@ -150,3 +150,37 @@ async def test_import_sees_history_and_later_batches(layout: Any) -> None:
             df1.results[w][1].close()
         await df2.finished()
     check_from([r[1] for r in df2.results], ref.expect_binary(b, a, ref.join), 0)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+async def test_import_after_the_source_dataflow_finished_into_two_dataflows(workers: int) -> None:
+    a = [[((1, "a"), 1), ((2, "b"), 1)], [((1, "a"), -1), ((3, "c"), 1)]]
+    async with naiad.Runtime(workers=workers) as rt:
+
+        def first(scope: Any) -> Any:
+            session, collection = Collection.new_input(scope)
+            arranged = collection.arrange_by_key()
+            return session, arranged.trace
+
+        df1 = rt.dataflow(first)
+        for e, changes in enumerate(a):
+            for w, (session, _) in enumerate(df1.results):
+                for record, diff in share(w, workers, changes):
+                    session.update(record, diff)
+                session.advance_to(e + 1)
+        for session, _ in df1.results:
+            session.close()
+        await df1.finished()
+
+        def second(scope: Any) -> Any:
+            imported = import_trace(df1.results[scope.index][1], scope)
+            return imported.as_collection().changes(), imported.count().changes()
+
+        imports = [rt.dataflow(second, f"second{k}") for k in range(2)]
+        for df in imports:
+            await asyncio.wait_for(df.finished(), 30)
+        for _, handle in df1.results:
+            handle.close()
+    for df in imports:
+        check_from([r[0] for r in df.results], ref.expect_unary(a, lambda x: x), 0)
+        check_from([r[1] for r in df.results], ref.expect_unary(a, ref.count), 0)
