@@ -262,17 +262,12 @@ class ReduceVertex(Vertex):
                     pk, pt = pk[picked], pt[picked]
             self.pending_keys, self.pending_times = pk, pt
             self.held.reset(lattice.minimal_rows(pt, lex))
-        # Compaction. Accumulations are only needed at times in advance of the frontier, but
-        # advancing loop counters would also change the joins of history times with later
-        # times, so that an advanced time could stand for a change point that exists (and be
-        # skipped) or for none (and be re-evaluated at every later frontier, forever). Only
-        # the epoch is advanced: to the least epoch of the frontier, counters kept exact.
+        # Compaction: accumulations are needed only at times in advance of the frontier, and
+        # for such a time t, join(t, advanced s) = join(t, s) (advanced s <= join(t, s) because
+        # s is), so compacting the traces to the frontier changes no interesting time either.
         if len(frontier):
-            least = np.zeros((1, source.depth + 1), dtype=np.int64)
-            least[0, 0] = frontier[:, 0].min()
-            time = lattice.time_of(least[0], lex)
-            self.handle.set_logical_compaction([time])
-            self.own.set_logical_compaction([time])
+            self.handle.set_logical_compaction(self.frontier(0).frontier)
+            self.own.set_logical_compaction(self.frontier(0).frontier)
         if not emitted and not np.array_equal(frontier, output.upper):
             empty = np.zeros(0, dtype=np.int64)
             output.insert(
