@@ -2,7 +2,8 @@
 
 Every process generates the same seeded graph (``benchmarks._graphs.random_graph``); global
 worker ``g`` of ``G`` feeds the ``g``-th contiguous ``1/G`` of the edges as numpy columns
-(``InputSession.send_columns``). The dataflow is ``naiad.libraries.graph.wcc`` with a view.
+(``InputSession.send_columns``). The dataflow is ``naiad.libraries.graph.wcc`` with a view
+(``--prioritized``: labels introduced in priority order ``log2(1 + label)``, seed 002 §2.6).
 
 Timing: epoch 0 is empty and serves as a barrier (once the probe has passed it every worker of
 the cluster runs); the clock starts there. ``wcc``: the edges at epoch 1, the clock stops when
@@ -32,7 +33,7 @@ async def member(args: argparse.Namespace) -> dict[str, Any]:
 
         def build(scope: naiad.Scope) -> tuple[Any, Any, Any]:
             session, edges = Collection.new_input(scope)
-            labels = graph.wcc(edges)
+            labels = graph.wcc(edges, prioritized=args.prioritized)
             return session, labels.probe(), labels.view(gather=False)
 
         df = rt.dataflow(build)
@@ -90,6 +91,7 @@ def main() -> None:
     p.add_argument("--edges", type=int, required=True)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--changes", type=int, default=0)
+    p.add_argument("--prioritized", action="store_true")
     args = p.parse_args()
     member_write(member_run(member(args)))
 

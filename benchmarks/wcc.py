@@ -1,10 +1,12 @@
 """Weakly connected components of a seeded random graph (issue 4): naiad beside Pathway,
 scipy and networkx.
 
-* ``naiad_p1`` / ``naiad_p2``: ``naiad.libraries.graph.wcc`` (label propagation in a
-  differential ``iterate``: a join with the edges and a ``min`` per node per round) on 1 and
-  on 2 processes of one worker each over TCP (``benchmarks/_cluster_wcc.py``), timed inside
-  the processes from a barrier epoch to the completion of the epoch holding the edges;
+* ``naiad_p1`` / ``naiad_p2``: ``naiad.libraries.graph.wcc(prioritized=True)`` (label
+  propagation in a differential ``iterate``: a join with the edges and a ``min`` per node per
+  round; labels introduced in priority order ``log2(1 + label)``, seed 002 §2.6) on 1 and on
+  2 processes of one worker each over TCP (``benchmarks/_cluster_wcc.py``), timed inside the
+  processes from a barrier epoch to the completion of the epoch holding the edges;
+  ``naiad_p1_plain``: the unprioritized formulation on one process, for comparison;
 * ``pathway``: the same label propagation in Pathway (``pw.iterate``), its best of 1 and 2
   threads (``benchmarks/_graphs.py``, a child process each);
 * ``scipy``: ``scipy.sparse.csgraph.connected_components``, the single-threaded floor;
@@ -39,10 +41,18 @@ def labels_array(nodes: int, pairs: list[list[int]]) -> np.ndarray:
 
 
 def naiad_wcc(
-    processes: int, nodes: int, edges: int, seed: int, changes: int = 0, timeout: float = 1800
+    processes: int,
+    nodes: int,
+    edges: int,
+    seed: int,
+    changes: int = 0,
+    timeout: float = 1800,
+    prioritized: bool = False,
 ) -> dict[str, Any]:
     """One cluster run of ``_cluster_wcc.py``: seconds, latencies, merged labels."""
     args = ["--nodes", str(nodes), "--edges", str(edges), "--seed", str(seed)]
+    if prioritized:
+        args.append("--prioritized")
     if changes:
         args += ["--changes", str(changes)]
     members = run_cluster("_cluster_wcc.py", 1, processes, args, timeout)
@@ -77,16 +87,18 @@ def main(argv: list[str]) -> None:
     warm_up()
     expected = scipy_wcc(nodes, src, dst)
     results: dict[str, Any] = {}
-    for processes in (1, 2):
-        name = f"naiad_p{processes}"
+    configurations = [(1, True), (2, True), (1, False)]
+    for processes, prioritized in configurations:
+        name = f"naiad_p{processes}" + ("" if prioritized else "_plain")
         try:
-            run = naiad_wcc(processes, nodes, edges, args.seed)
+            run = naiad_wcc(processes, nodes, edges, args.seed, prioritized=prioritized)
             ok = bool(np.array_equal(run["labels"], expected))
             results[name] = {
                 "seconds": rounded(run["seconds"]),
                 "cpu_seconds": rounded(run["cpu_seconds"]),
                 "peak_rss_mb": run["peak_rss_mb"],
                 "processes": processes,
+                "prioritized": prioritized,
                 "correct": ok,
             }
             verdict = "equal" if ok else "DIFFER from"
