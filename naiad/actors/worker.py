@@ -105,7 +105,6 @@ class Worker:
         return ran
 
 
-
 class WorkerGroup:
     """The task that steps the workers of one process in turn."""
 
