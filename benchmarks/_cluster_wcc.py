@@ -6,9 +6,11 @@ worker ``g`` of ``G`` feeds the ``g``-th contiguous ``1/G`` of the edges as nump
 (``--prioritized``: labels introduced in priority order ``log2(1 + label)``, seed 002 §2.6).
 
 Timing: epoch 0 is empty and serves as a barrier (once the probe has passed it every worker of
-the cluster runs); the clock starts there. ``wcc``: the edges at epoch 1, the clock stops when
-epoch 1 is complete. ``wcc-incremental``: the base graph at epoch 1, then one single-edge
-change per epoch (worker 0 sends it), each timed from the send to the probe passing its epoch.
+the cluster runs); the clock starts there. ``wcc``: the edges at epoch 1, then the input closes
+(a batch computation: with a later epoch still open, the loop must keep every iteration's
+history apart for it); the clock stops when epoch 1 is complete. ``wcc-incremental``: the
+base graph at epoch 1, then one single-edge change per epoch (worker 0 sends it), each timed
+from the send to the probe passing its epoch.
 
 Written for the parent: the stamps, latencies, CPU seconds, peak RSS, and every worker's
 labels at the final epoch.
@@ -48,7 +50,10 @@ async def member(args: argparse.Namespace) -> dict[str, Any]:
             g = first + local
             lo, hi = g * len(src) // peers, (g + 1) * len(src) // peers
             session.send_columns((src[lo:hi], dst[lo:hi]))
-            session.advance_to(2)
+            if args.changes:
+                session.advance_to(2)
+            else:  # a batch computation: no later epoch can need the loop's history
+                session.close()
         await probe.wait(1)
         loaded = clock()
         latencies = []
@@ -66,7 +71,8 @@ async def member(args: argparse.Namespace) -> dict[str, Any]:
                 latencies.append(clock() - sent)
                 epoch += 1
         for session, _, _ in df.results:
-            session.close()
+            if not session.handle.closed:
+                session.close()
         await df.finished()
         end, cpu = clock(), cpu_seconds() - cpu
         labels = {}
