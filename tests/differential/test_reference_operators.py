@@ -162,20 +162,25 @@ def test_join_multi_column_values(ab: Any, layout: Any) -> None:
 
 @FAST
 @given(st.data(), layouts)
-def test_join_of_arrangements_shared_by_two_readers(data: Any, layout: Any) -> None:
+def test_arrangements_shared_by_several_readers(data: Any, layout: Any) -> None:
     keys = data.draw(key_kinds)
     n = data.draw(st.integers(1, 4))
     a = data.draw(histories(keyed(keys, "int"), count=n))
     b = data.draw(histories(keyed(keys, "str"), count=n))
+    key_set = data.draw(ref.set_histories(ref.KEY_KINDS[keys], count=n))
 
     def build(scope: Any) -> Any:
         arranged = Collection.from_epochs(scope, a).arrange_by_key()
         other = Collection.from_epochs(scope, b).arrange_by_key()
+        selected = Collection.from_epochs(scope, key_set).arrange_by_self()
         return (
             arranged.join(other).changes(),
             other.join(arranged).changes(),
             arranged.count().changes(),
             arranged.as_collection().changes(),
+            arranged.distinct().changes(),
+            arranged.reduce(summary).as_collection().changes(),
+            other.semijoin(selected).changes(),
         )
 
     results = ref.run(build, layout)
@@ -183,6 +188,9 @@ def test_join_of_arrangements_shared_by_two_readers(data: Any, layout: Any) -> N
     ref.check([r[1] for r in results], ref.expect_binary(b, a, ref.join))
     ref.check([r[2] for r in results], ref.expect_unary(a, ref.count))
     ref.check([r[3] for r in results], ref.expect_unary(a, lambda x: x))
+    ref.check([r[4] for r in results], ref.expect_unary(a, ref.distinct))
+    ref.check([r[5] for r in results], ref.expect_unary(a, lambda x: ref.reduce(x, summary)))
+    ref.check([r[6] for r in results], ref.expect_binary(b, key_set, ref.semijoin))
 
 
 @st.composite
