@@ -1,0 +1,174 @@
+"""The graph library against networkx: random graphs, batch and after random sequences of
+edge insertions and deletions (every epoch checked), on 1 and 2 workers."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import networkx as nx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import naiad
+from naiad.differential import Collection
+from naiad.libraries import graph
+
+NODES = 8
+EDGE = st.tuples(st.integers(0, NODES - 1), st.integers(0, NODES - 1))
+FAST = settings(max_examples=12, deadline=None)
+layouts = st.sampled_from([1, 2])
+
+
+@st.composite
+def edge_histories(draw: Any) -> list[list[tuple[tuple[int, int], int]]]:
+    """Epochs of edge changes: insertions of new edges and deletions of present ones."""
+    present: set[tuple[int, int]] = set()
+    epochs = []
+    for _ in range(draw(st.integers(1, 4))):
+        changes = []
+        for edge in draw(st.lists(EDGE, max_size=6, unique=True)):
+            if edge in present:
+                present.discard(edge)
+                changes.append((edge, -1))
+            else:
+                present.add(edge)
+                changes.append((edge, 1))
+        epochs.append(changes)
+    return epochs
+
+
+def graphs_at(epochs: list[list[tuple[tuple[int, int], int]]]) -> list[nx.DiGraph]:
+    out, edges = [], set()
+    for changes in epochs:
+        for edge, diff in changes:
+            (edges.add if diff > 0 else edges.discard)(edge)
+        g = nx.DiGraph()
+        g.add_nodes_from(n for e in edges for n in e)
+        g.add_edges_from(edges)
+        out.append(g)
+    return out
+
+
+def accumulate(per_worker: list[list[tuple[Any, int, int]]], epochs: int) -> list[Counter[Any]]:
+    changes = [c for worker in per_worker for c in worker]
+    out = []
+    for e in range(epochs):
+        total: Counter[Any] = Counter()
+        for record, time, diff in changes:
+            if time <= e:
+                total[record] += diff
+        out.append(+total)
+    return out
+
+
+def run(build: Any, epochs: int, workers: int) -> list[Counter[Any]]:
+    return accumulate(naiad.run(build, workers=workers), epochs)
+
+
+def components(g: nx.DiGraph) -> Counter[Any]:
+    out: Counter[Any] = Counter()
+    for comp in nx.weakly_connected_components(g):
+        for node in comp:
+            out[(node, min(comp))] = 1
+    return out
+
+
+@FAST
+@given(edge_histories(), layouts, st.booleans())
+def test_wcc(epochs: Any, workers: int, prioritized: bool) -> None:
+    got = run(
+        lambda s: graph.wcc(Collection.from_epochs(s, epochs), prioritized).changes(),
+        len(epochs),
+        workers,
+    )
+    assert got == [components(g) for g in graphs_at(epochs)]
+
+
+@FAST
+@given(edge_histories(), layouts)
+def test_reachability_and_bfs(epochs: Any, workers: int) -> None:
+    def build(scope: Any) -> Any:
+        edges = Collection.from_epochs(scope, epochs)
+        roots = Collection.from_epochs(scope, [[(0, 1)]])
+        return graph.reachability(edges, roots).changes(), graph.bfs(edges, roots).changes()
+
+    results = naiad.run(build, workers=workers)
+    reach = accumulate([r[0] for r in results], len(epochs))
+    hops = accumulate([r[1] for r in results], len(epochs))
+    for e, g in enumerate(graphs_at(epochs)):
+        dist = nx.single_source_shortest_path_length(g, 0) if 0 in g else {0: 0}
+        assert reach[e] == Counter({n: 1 for n in dist})
+        assert hops[e] == Counter({(n, d): 1 for n, d in dist.items()})
+
+
+@FAST
+@given(edge_histories(), layouts, st.sampled_from([None, 2]))
+def test_shortest_paths(epochs: Any, workers: int, delta: int | None) -> None:
+    def weight(a: int, b: int) -> int:
+        return (a * 5 + b * 3) % 4 + 1
+
+    weighted = [[((a, b, weight(a, b)), d) for (a, b), d in changes] for changes in epochs]
+
+    def build(scope: Any) -> Any:
+        edges = Collection.from_epochs(scope, weighted)
+        roots = Collection.from_epochs(scope, [[(0, 1)]])
+        return graph.shortest_paths(edges, roots, delta).changes()
+
+    got = run(build, len(epochs), workers)
+    for e, g in enumerate(graphs_at(epochs)):
+        for a, b in g.edges:
+            g.edges[a, b]["weight"] = weight(a, b)
+        dist = nx.single_source_dijkstra_path_length(g, 0) if 0 in g else {0: 0}
+        assert got[e] == Counter({(n, d): 1 for n, d in dist.items()})
+
+
+@FAST
+@given(edge_histories(), layouts)
+def test_scc(epochs: Any, workers: int) -> None:
+    got = run(
+        lambda s: graph.scc(Collection.from_epochs(s, epochs)).changes(), len(epochs), workers
+    )
+    for e, g in enumerate(graphs_at(epochs)):
+        comp = {n: i for i, c in enumerate(nx.strongly_connected_components(g)) for n in c}
+        assert got[e] == Counter({(a, b): 1 for a, b in g.edges if comp[a] == comp[b]})
+
+
+@FAST
+@given(edge_histories(), layouts)
+def test_approximate_shortest_paths(epochs: Any, workers: int) -> None:
+    landmarks = [0, 3]
+    queries = [(1, 2), (4, 5), (0, 7)]
+
+    def build(scope: Any) -> Any:
+        edges = Collection.from_epochs(scope, epochs)
+        marks = Collection.from_epochs(scope, [[(m, 1) for m in landmarks]])
+        asks = Collection.from_epochs(scope, [[(q, 1) for q in queries]])
+        return graph.approximate_shortest_paths(edges, marks, asks).changes()
+
+    got = run(build, len(epochs), workers)
+    for e, g in enumerate(graphs_at(epochs)):
+        u = g.to_undirected()
+        u.add_nodes_from(landmarks)
+        dist = {m: nx.single_source_shortest_path_length(u, m) for m in landmarks}
+        want: Counter[Any] = Counter()
+        for a, b in queries:
+            options = [dist[m][a] + dist[m][b] for m in landmarks if a in dist[m] and b in dist[m]]
+            if options:
+                want[(a, b, min(options))] = 1
+        assert got[e] == want
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_pagerank_equals_networkx(workers: int) -> None:
+    edges = [(i, (i * 3 + 1) % 7) for i in range(7)] + [(i, (i + 2) % 7) for i in range(7)]
+    got = naiad.run(
+        lambda s: graph.pagerank(Collection.from_epochs(s, [[(e, 1) for e in edges]]), 60).view(),
+        workers=workers,
+    )[0].at(0)
+    ranks = {node: rank for (node, rank), count in got.items() if count}
+    want = nx.pagerank(nx.DiGraph(edges), alpha=0.85, tol=1e-12, max_iter=500)
+    assert ranks.keys() == want.keys()
+    for node, rank in want.items():
+        assert ranks[node] == pytest.approx(rank, abs=1e-6)
