@@ -8,7 +8,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from naiad.differential import Collection, Variable
@@ -80,6 +80,11 @@ def test_reachability(graph: Any, layout: Any) -> None:
 
 @FAST
 @given(graph_history(), layouts)
+# wrong on 2 workers (9 runs in 10) while reduce skipped history times >= t (46cd032)
+@example(
+    edges=[[((0, 3), 1), ((1, 4), 1), ((1, 3), 1)], [((1, 2), 1)], [((0, 4), 1), ((2, 3), 1)]],
+    layout=(2, 1),
+)
 def test_connected_components_by_label_propagation(edges: Any, layout: Any) -> None:
     results = ref.run(lambda s: components(Collection.from_epochs(s, edges)).changes(), layout)
     ref.check(results, ref.expect_unary(edges, ref.components))
@@ -106,10 +111,10 @@ def prioritized_and_plain(edges: Any, layout: Any, kind: str) -> None:
 
 
 @FAST
-@given(st.integers(1, 4).flatmap(lambda n: histories_of_insertions(n)), layouts, priority_kinds)
-def test_prioritized_components_equal_unprioritized_under_insertions(
-    edges: Any, layout: Any, kind: str
-) -> None:
+@given(graph_history(), layouts, priority_kinds)
+# deadlocked: arrange kept a capability for a message whose updates all lay later
+@example(edges=[[((2, 3), 1), ((3, 1), 1)], [((0, 2), 1)]], layout=(2, 1), kind="zero")
+def test_prioritized_components_equal_unprioritized(edges: Any, layout: Any, kind: str) -> None:
     prioritized_and_plain(edges, layout, kind)
 
 
@@ -123,18 +128,10 @@ def test_prioritized_components_equal_unprioritized_in_one_epoch(
 
 @pytest.mark.parametrize("layout", [(1, 1), (2, 1)])
 def test_prioritized_components_after_an_edge_deletion(layout: Any) -> None:
+    """Each epoch's loop starts from scratch: no stale labels after a deletion (the priority
+    once ordered lexicographically with the epoch, so a loop started from the last fixed
+    point)."""
     prioritized_and_plain([[((0, 1), 1), ((1, 2), 1)], [((0, 1), -1)]], layout, "zero")
-
-
-@st.composite
-def histories_of_insertions(draw: Any, n: int) -> Any:
-    seen: set[Any] = set()
-    out = []
-    for _ in range(n):
-        fresh = set(draw(st.lists(EDGES, max_size=4))) - seen
-        seen |= fresh
-        out.append([(e, 1) for e in sorted(fresh)])
-    return out
 
 
 @FAST
