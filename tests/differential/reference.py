@@ -12,13 +12,15 @@ first field the key; anything else is a one-field record (a key only).
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import Any
 
 import hypothesis.strategies as st
 
 import naiad
+from naiad.runtime.runtime import run_coroutine
 
 Multiset = Counter
 Epochs = list[list[tuple[Any, int]]]
@@ -29,9 +31,38 @@ LAYOUTS = [(1, 1), (2, 1), (4, 1), (2, 2)]
 layouts = st.sampled_from(LAYOUTS)
 
 
+WATCHDOG = 60.0
+"""Seconds a single run may take before it counts as hung."""
+
+
+class Hung(BaseException):
+    """A run that never finished. A ``BaseException``, so that hypothesis stops at once
+    instead of shrinking (and re-running) an example that hangs each time."""
+
+
+def watchdog(coro: Coroutine[Any, Any, Any], seconds: float | None = None) -> Any:
+    """Runs ``coro`` on a fresh event loop; raises :class:`Hung` after ``seconds``
+    (:data:`WATCHDOG` by default)."""
+    seconds = WATCHDOG if seconds is None else seconds
+    try:
+        return run_coroutine(asyncio.wait_for(coro, seconds))
+    except TimeoutError:
+        raise Hung(f"the run did not finish within {seconds} s") from None
+
+
 def run(build: Callable[[Any], Any], layout: tuple[int, int]) -> list[Any]:
+    """``naiad.run(build)`` on ``layout`` (in-process transport), under the watchdog."""
     workers, processes = layout
-    return naiad.run(build, workers, processes=processes, transport="inproc")
+
+    async def main() -> list[Any]:
+        async with naiad.Runtime(workers, processes=processes, transport="inproc") as rt:
+            dataflow = rt.dataflow(build)
+            dataflow.close_inputs()
+            await dataflow.finished()
+        return dataflow.results
+
+    result: list[Any] = watchdog(main())
+    return result
 
 
 # --- multisets ---------------------------------------------------------------------------------

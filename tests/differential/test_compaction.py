@@ -4,7 +4,6 @@ straight from the spine's batches), and an arrangement nobody holds compacts its
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
 from typing import Any
 
@@ -88,7 +87,7 @@ def test_logical_compaction_keeps_accumulations_in_advance_of_the_frontier(
             a.trace.set_logical_compaction([frontier[0]])
             assert a.spine.since().tolist() == [[frontier[0]]]
 
-    _, spines = asyncio.run(feed(workers, epochs, on_epoch))
+    _, spines = ref.watchdog(feed(workers, epochs, on_epoch))
     last = len(epochs) - 1
     for t in range(frontier[0], last + 1):
         assert accumulated_at(spines, t) == ref.accumulated(epochs, t)
@@ -102,7 +101,7 @@ def test_logical_compaction_keeps_accumulations_in_advance_of_the_frontier(
 def test_an_arrangement_without_readers_keeps_its_final_contents(
     epochs: ref.Epochs, workers: int
 ) -> None:
-    _, spines = asyncio.run(feed(workers, epochs, lambda e, a: None, hold=False))
+    _, spines = ref.watchdog(feed(workers, epochs, lambda e, a: None, hold=False))
     final = ref.accumulated(epochs, len(epochs) - 1)
     assert accumulated_at(spines, len(epochs)) == final
     inserted = sum(len(changes) for changes in epochs)
@@ -113,7 +112,7 @@ def test_an_arrangement_without_readers_compacts_churn() -> None:
     """Many insertions and retractions of few records: history collapses in the merges."""
     epochs = [[((k % 3, 0), 1 if e % 2 == 0 else -1) for k in range(3)] for e in range(12)]
     epochs.append([((0, 0), 1)])
-    _, spines = asyncio.run(feed(1, epochs, lambda e, a: None, hold=False))
+    _, spines = ref.watchdog(feed(1, epochs, lambda e, a: None, hold=False))
     assert accumulated_at(spines, len(epochs)) == Counter({(0, 0): 1})
     assert spines[0].total() < sum(len(changes) for changes in epochs) // 2
 
@@ -122,14 +121,14 @@ def test_an_arrangement_without_readers_compacts_fully_once_input_closes() -> No
     """Once input closes nobody can read any time: an insertion and its later retraction
     must cancel in the final merge (they stayed when it compacted to the empty frontier)."""
     epochs = [[((k, 0), 1) for k in range(4)], [((0, 0), -1)]]
-    _, spines = asyncio.run(feed(1, epochs, lambda e, a: None, hold=False))
+    _, spines = ref.watchdog(feed(1, epochs, lambda e, a: None, hold=False))
     assert accumulated_at(spines, 2) == ref.accumulated(epochs, 1)
     assert spines[0].total() == 3, spine_updates(spines)
 
 
 def test_a_held_handle_at_the_minimum_time_keeps_every_time() -> None:
     epochs = [[((0, 0), 1), ((1, 1), 1)], [((0, 0), -1)], [((0, 0), 1)], [((1, 1), -1)]]
-    arrangements, spines = asyncio.run(feed(1, epochs, lambda e, a: None))
+    arrangements, spines = ref.watchdog(feed(1, epochs, lambda e, a: None))
     for t in range(len(epochs)):
         assert accumulated_at(spines, t) == ref.accumulated(epochs, t)
     assert sorted(t for _, t, _ in spine_updates(spines)) == [0, 0, 1, 2, 3]

@@ -101,7 +101,7 @@ def test_second_dataflow_joins_against_an_imported_arrangement(
 ) -> None:
     a, b, before = drawn
     b = [[] for _ in range(before)] + b[before:]  # dataflow 2's input starts at `before`
-    _, results = asyncio.run(shared_join(a, b, before, *layout, compact))
+    _, results = ref.watchdog(shared_join(a, b, before, *layout, compact))
     start = before if compact else 0
     check_from([r[1] for r in results], ref.expect_binary(b, a, ref.join), start)
     check_from([r[2] for r in results], ref.expect_binary(a, b, ref.join), start)
