@@ -121,18 +121,7 @@ class ArrangeVertex(Vertex):
             # whose updates all lie later must not stay behind (it would block the frontier)
             self.held.reset(lattice.minimal_rows(u.times, spine.lex))
         if not sealed:  # no updates, but the upper moves: readers (imports) must hear of it
-            empty = np.zeros(0, dtype=np.int64)
-            spine.insert(
-                Batch(
-                    empty,
-                    (),
-                    np.zeros((0, spine.depth + 1), np.int64),
-                    empty,
-                    spine.upper,
-                    frontier,
-                    spine.since(),
-                )
-            )
+            spine.advance_upper(frontier)
         if not len(frontier):
             spine.idle_merge()
 

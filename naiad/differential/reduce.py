@@ -269,18 +269,7 @@ class ReduceVertex(Vertex):
             self.handle.set_logical_compaction(self.frontier(0).frontier)
             self.own.set_logical_compaction(self.frontier(0).frontier)
         if not emitted and not np.array_equal(frontier, output.upper):
-            empty = np.zeros(0, dtype=np.int64)
-            output.insert(
-                Batch(
-                    empty,
-                    (),
-                    np.zeros((0, output.depth + 1), np.int64),
-                    empty,
-                    output.upper,
-                    frontier,
-                    output.since(),
-                )
-            )
+            output.advance_upper(frontier)
         output.upper = frontier
         if not len(frontier):
             self.handle.close()

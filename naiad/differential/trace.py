@@ -213,6 +213,13 @@ class Spine:
             listener(batch)
         return batch
 
+    def advance_upper(self, upper: np.ndarray) -> Batch:
+        """Moves the upper frontier without updates (an empty batch, so that listeners such as
+        imports into other dataflows hear of it)."""
+        empty = np.zeros(0, dtype=np.int64)
+        times = np.zeros((0, self.depth + 1), np.int64)
+        return self.insert(Batch(empty, (), times, empty, self.upper, upper, self.since()))
+
     def insert_updates(
         self,
         keys: np.ndarray,
