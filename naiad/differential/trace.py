@@ -175,12 +175,16 @@ class Spine:
         def code(col: np.ndarray) -> np.ndarray:
             return INTERNER.encode(col.astype(object))
 
+        # new batch objects (re-sorted by the codes): the old ones may still be in flight to
+        # readers, and must stay as they were
+        recoded = []
         for b in self.batches:
-            if i == 0:
-                b.keys = code(b.keys)
-            else:
-                b.vals = tuple(code(v) if j == i - 1 else v for j, v in enumerate(b.vals))
-        self.batches = [merge([b], b.since, self.lex) for b in self.batches]  # re-sort
+            keys = code(b.keys) if i == 0 else b.keys
+            vals = tuple(code(v) if j == i - 1 else v for j, v in enumerate(b.vals))
+            copy = Batch(keys, vals, b.times, b.diffs, b.lower, b.upper, b.since)
+            copy.seq_lo, copy.seq_hi = b.seq_lo, b.seq_hi
+            recoded.append(merge([copy], b.since, self.lex))
+        self.batches = recoded
 
     @property
     def width(self) -> int:
