@@ -265,7 +265,9 @@ class Runtime:
         if not self._started:
             raise RuntimeError("use the runtime inside 'async with Runtime(...)'")
         if self._failure is not None:
-            raise DataflowStopped("the runtime has stopped after an error") from self._failure
+            raise DataflowStopped(
+                f"the runtime has stopped after an error: {self._failure}"
+            ) from self._failure
         ident = next(self._ids)
         per_process: list[list[DataflowBuild]] = []
         results: list[Any] = []
