@@ -1,10 +1,10 @@
 """Differential dataflow on columnar numpy batches (collections, arrangements, iteration)."""
 
 from naiad.differential.arrange import Arranged, import_trace
-from naiad.differential.collection import Collection, InputSession, View, stable_hash
+from naiad.differential.collection import Collection, InputSession, View
 from naiad.differential.iterate import Variable
 from naiad.differential.trace import Batch, Cursor, Spine, TraceHandle
-from naiad.differential.updates import Updates
+from naiad.differential.updates import Updates, stable_hash
 
 __all__ = [
     "Arranged",

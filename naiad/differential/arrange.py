@@ -20,18 +20,11 @@ from naiad.actors.vertex import StatelessVertex, Vertex
 from naiad.dataflow.channels import Exchange, Pipeline
 from naiad.differential import lattice
 from naiad.differential.trace import Batch, Spine, TraceHandle
-from naiad.differential.updates import Updates
+from naiad.differential.updates import Updates, route
 from naiad.progress.capability import Capability
 
 if TYPE_CHECKING:
     from naiad.differential.collection import Collection
-
-
-def key_route(updates: Updates) -> np.ndarray:
-    """Per update, a routing key from its first column, equal in every process."""
-    from naiad.differential.collection import route
-
-    return route(updates)
 
 
 class HeldTimes:
@@ -115,7 +108,7 @@ class ArrangeVertex(Vertex):
                         sealed = True
                         if len(batch):
                             self.send(cap, batch)
-                u = u.take(waiting) if waiting.any() else u.take(waiting[:0].nonzero()[0])
+                u = u.take(waiting)
                 self.pending = [u] if len(u) else []
             # hold exactly the least times still pending: a capability taken for a message
             # whose updates all lie later must not stay behind (it would block the frontier)
@@ -216,7 +209,7 @@ def arrange(collection: Collection, name: str = "arrange") -> Arranged:
     scope = collection.stream.scope
     spine = Spine(scope.depth, lattice.scope_lex(scope), name)
     node = scope.add_operator(
-        name, ArrangeVertex(spine), [(collection.stream, Exchange(keys=key_route))]
+        name, ArrangeVertex(spine), [(collection.stream, Exchange(keys=route))]
     )
     return Arranged(collection.stream.derive(node), spine)
 

@@ -9,13 +9,12 @@ equal ``(data, time)`` pairs once their time is complete, and emits only non-zer
 Records that are tuples of one length become one column per field; numbers stay numeric
 columns, other values become ``object`` columns (dictionary-encoded when sorted or arranged:
 one Python dict lookup per value).
-Routing uses :func:`stable_hash`, equal in every process (Python's ``hash`` of a string is
-not), so a cluster agrees on where each record lives.
+Routing uses :func:`~naiad.differential.updates.stable_hash`, equal in every process
+(Python's ``hash`` of a string is not), so a cluster agrees on where each record lives.
 """
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -27,40 +26,18 @@ from naiad.differential import iterate as iterate_mod
 from naiad.differential import lattice
 from naiad.differential import reduce as reduce_mod
 from naiad.differential.arrange import Arranged, arrange
-from naiad.differential.updates import Updates, columns_of, records_of, time_matrix
+from naiad.differential.updates import (
+    Updates,
+    columns_of,
+    records_of,
+    route,
+    time_matrix,
+)
 from naiad.operators.input import InputHandle
 from naiad.operators.probe import ProbeHandle
 from naiad.operators.stream import Stream
 from naiad.progress.capability import Capability
 from naiad.progress.timestamp import depth
-
-
-def stable_hash(value: Any) -> int:
-    """A hash equal in every process (for routing records by value).
-
-    >>> stable_hash("word") == stable_hash("word"), stable_hash(7)
-    (True, 7)
-    """
-    if isinstance(value, bool | int):
-        return int(value) & 0x7FFFFFFFFFFFFFFF
-    if isinstance(value, str):
-        return zlib.crc32(value.encode())
-    if isinstance(value, bytes):
-        return zlib.crc32(value)
-    if isinstance(value, tuple):
-        h = 0x345678
-        for item in value:
-            h = (h * 1000003) ^ stable_hash(item)
-        return h & 0x7FFFFFFFFFFFFFFF
-    return zlib.crc32(repr(value).encode())
-
-
-def route(updates: Updates) -> np.ndarray:
-    """Per update, a routing key computed from its data (vectorized for integer data)."""
-    column = updates.data[0]
-    if column.dtype.kind in "iub":
-        return column.astype(np.int64) & 0x7FFFFFFFFFFFFFFF
-    return np.fromiter((stable_hash(v) for v in column), np.int64, len(column))
 
 
 class _Apply(StatelessVertex):
@@ -252,6 +229,20 @@ class Collection:
 
         return self._apply(keep, name)
 
+    def filter_columns(
+        self, predicate: Callable[..., Any], name: str = "filter_columns"
+    ) -> Collection:
+        """The records where ``predicate(*columns)`` (a boolean array, one call per batch) holds.
+
+        >>> import naiad, numpy as np
+        >>> def build(scope):
+        ...     c = Collection.from_columns(scope, [(np.array([1, 2, 3]), np.array([1, 0, 3]))])
+        ...     return c.filter_columns(lambda a, b: a == b).changes()
+        >>> naiad.run(build)
+        [[((1, 1), 0, 1), ((3, 3), 0, 1)]]
+        """
+        return self._apply(lambda u: u.take(np.asarray(predicate(*u.data), dtype=bool)), name)
+
     def negate(self, name: str = "negate") -> Collection:
         """Every change with its sign flipped."""
         return self._apply(Updates.negate, name)
@@ -416,13 +407,12 @@ class View:
             raise ValueError(f"view: time {time!r} is not complete yet; its contents may change")
         if not self.updates:
             return {}
-        u = self.updates[0].concat(*self.updates[1:])
+        if len(self.updates) > 1:  # keep the concatenation for the next read
+            self.updates = [self.updates[0].concat(*self.updates[1:])]
+        u = self.updates[0]
         row = np.array(lattice.time_row(time, u.depth), dtype=np.int64)
         u = u.take(lattice.less_equal(u.times, row[None, :], self.lex))
         u = Updates(u.data, np.zeros((len(u), 1), dtype=np.int64), u.diffs).consolidate()
-        self.updates = (
-            [self.updates[0].concat(*self.updates[1:])] if len(self.updates) > 1 else self.updates
-        )
         return {r: d for r, _, d in u.to_records()}
 
 

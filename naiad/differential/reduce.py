@@ -195,6 +195,24 @@ def _accumulate(
     return k[picked], tuple(v[picked] for v in vals), sums
 
 
+def _interesting(
+    keys: np.ndarray,
+    t: np.ndarray,
+    gathered_in: tuple[Any, ...],
+    gathered_out: tuple[Any, ...],
+    lex: tuple[bool, ...],
+) -> tuple[np.ndarray, np.ndarray]:
+    """The joins of ``t`` with every time in the keys' input and output history (those not
+    equal to ``t``): where the outputs of ``keys`` may change next."""
+    k = np.concatenate([gathered_in[0], gathered_out[0]]).astype(keys.dtype)
+    times = np.concatenate([gathered_in[2], gathered_out[2]])
+    if not len(k):
+        return k, times
+    lub = lattice.join(times, t[None, :], lex)
+    new = ~(lub == t[None, :]).all(axis=1)
+    return k[new], lub[new]
+
+
 class ReduceVertex(Vertex):
     def __init__(
         self, source: Spine, handle: TraceHandle, output: Spine, own: TraceHandle, logic: Logic
@@ -209,6 +227,8 @@ class ReduceVertex(Vertex):
         depth = source.depth
         self.pending_keys = np.zeros(0, dtype=np.int64)
         self.pending_times = np.zeros((0, depth + 1), dtype=np.int64)
+        # (keys, times) of batches received since the last frontier move, merged there once
+        self.arrived: list[tuple[np.ndarray, np.ndarray]] = []
         self.held = HeldTimes(source.lex, depth)
         self.key_encoded: bool | None = None
 
@@ -218,6 +238,7 @@ class ReduceVertex(Vertex):
         now = self.source.encoded[0]
         if self.key_encoded is False and now is True:
             self.pending_keys = INTERNER.encode(self.pending_keys.astype(object))
+            self.arrived = [(INTERNER.encode(k.astype(object)), t) for k, t in self.arrived]
             if self.output.encoded[0] is False:
                 self.output._recode(0)
         if now is not None:
@@ -227,10 +248,7 @@ class ReduceVertex(Vertex):
     def on_recv(self, port: int, cap: Capability, batch: Batch) -> None:
         self._sync_key_encoding()
         if len(batch):
-            self.pending_keys = np.concatenate([self.pending_keys, batch.keys]).astype(
-                batch.keys.dtype
-            )
-            self.pending_times = np.concatenate([self.pending_times, batch.times])
+            self.arrived.append((batch.keys, batch.times))
             self.held.add(cap)
 
     def on_frontier(self) -> None:
@@ -238,6 +256,12 @@ class ReduceVertex(Vertex):
         frontier = lattice.frontier_rows(self.frontier(0).frontier, source.depth)
         self._sync_key_encoding()
         emitted = False
+        if self.arrived:
+            self.pending_keys = np.concatenate(
+                [self.pending_keys.astype(self.arrived[0][0].dtype)] + [k for k, _ in self.arrived]
+            )
+            self.pending_times = np.concatenate([self.pending_times] + [t for _, t in self.arrived])
+            self.arrived = []
         if len(self.pending_keys):
             picked, _ = consolidation(
                 [self.pending_keys], self.pending_times, np.ones(len(self.pending_keys), np.int64)
@@ -252,9 +276,8 @@ class ReduceVertex(Vertex):
                 at_t = ready & (pt == t[None, :]).all(axis=1)
                 keys = unique_sorted(pk[at_t])
                 pk, pt = pk[~at_t], pt[~at_t]
-                emitted |= self._evaluate(keys, t)
-                # the times at which these keys' outputs may change next
-                fresh_k, fresh_t = self._interesting(keys, t)
+                sent, fresh_k, fresh_t = self._evaluate(keys, t)
+                emitted |= sent
                 if len(fresh_k):
                     pk = np.concatenate([pk, fresh_k]).astype(pk.dtype)
                     pt = np.concatenate([pt, fresh_t])
@@ -276,15 +299,17 @@ class ReduceVertex(Vertex):
             self.own.close()
             output.idle_merge()
 
-    def _evaluate(self, keys: np.ndarray, t: np.ndarray) -> bool:
+    def _evaluate(self, keys: np.ndarray, t: np.ndarray) -> tuple[bool, np.ndarray, np.ndarray]:
+        """Emits the output changes of ``keys`` at ``t``; whether it sent any, and the
+        ``(key, time)`` pairs at which these keys' outputs may change next."""
         source, output = self.source, self.output
-        self._gathered_in = source.gather(keys)
-        self._gathered_out = output.gather(keys)
-        k, vals, counts = _accumulate(source, keys, t, self._gathered_in)
+        gathered_in, gathered_out = source.gather(keys), output.gather(keys)
+        fresh = _interesting(keys, t, gathered_in, gathered_out, source.lex)
+        k, vals, counts = _accumulate(source, keys, t, gathered_in)
         vals = tuple(source.decode(i + 1, v) for i, v in enumerate(vals))
         ok, ovals, ocounts = self.logic(k, vals, counts, lambda c: source.decode(0, c))
         ovals = output.encode(ovals, start=1)
-        hk, hvals, hcounts = _accumulate(output, keys, t, self._gathered_out)
+        hk, hvals, hcounts = _accumulate(output, keys, t, gathered_out)
         if len(hk):
             dk = np.concatenate([ok.astype(hk.dtype), hk])
             dvals = tuple(np.concatenate([a, b]) for a, b in zip(ovals, hvals, strict=True))
@@ -292,7 +317,7 @@ class ReduceVertex(Vertex):
         else:
             dk, dvals, dd = ok, ovals, ocounts
         if not len(dd):
-            return False
+            return (False, *fresh)
         times = np.repeat(t[None, :], len(dd), axis=0)
         batch = Batch.sealed(
             dk,
@@ -305,24 +330,15 @@ class ReduceVertex(Vertex):
             output.lex,
         )
         if not len(batch):
-            return False
+            return (False, *fresh)
         output.insert(batch)
         cap = self.held.at(t)
         self.send(cap, batch)
         cap.drop()
-        return True
-
-    def _interesting(self, keys: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        k = np.concatenate([self._gathered_in[0], self._gathered_out[0]]).astype(keys.dtype)
-        times = np.concatenate([self._gathered_in[2], self._gathered_out[2]])
-        if not len(k):
-            return k, times
-        lub = lattice.join(times, t[None, :], self.source.lex)
-        new = ~(lub == t[None, :]).all(axis=1)
-        return k[new], lub[new]
+        return (True, *fresh)
 
     def checkpoint(self) -> Any:
-        return self.pending_keys, self.pending_times
+        return self.pending_keys, self.pending_times, self.arrived
 
 
 def reduce_arranged(arranged: Arranged, logic: Logic | Callable[..., Any], name: str) -> Arranged:

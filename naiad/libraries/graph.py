@@ -178,7 +178,7 @@ def _trim(edges: Collection) -> Collection:
     with_src = edges.join(reached, name="trim.src")  # (s, d, ls)
     keyed = with_src.map_columns(lambda s, d, ls: (d, s, ls), name="trim.by_dst")
     both = keyed.join(reached, name="trim.dst")  # (d, s, ls, ld)
-    same = both.filter(lambda r: r[2] == r[3], name="trim.same")
+    same = both.filter_columns(lambda d, s, ls, ld: ls == ld, name="trim.same")
     return same.map_columns(lambda d, s, ls, ld: (s, d), name="trim.edge")
 
 
