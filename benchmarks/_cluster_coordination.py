@@ -25,21 +25,13 @@ from benchmarks._cluster import (
     member_write,
     peak_rss_mb,
 )
-from benchmarks.coordination import Ticker, ticker_correct
+from benchmarks.coordination import Ticker, ticker_correct, ticker_loop
 
 
 async def member(iterations: int) -> dict[str, Any]:
     async with naiad.Runtime() as rt:
-
-        def build(scope: naiad.Scope) -> Ticker:
-            ticker = Ticker(iterations)
-            with scope.iterative() as loop:
-                handle, cycle = loop.feedback()
-                cycle.unary(ticker).connect_loop(handle)
-            return ticker
-
         cpu = cpu_seconds()
-        df = rt.dataflow(build)
+        df = rt.dataflow(lambda scope: ticker_loop(scope, iterations))
         await df.finished()
         cpu = cpu_seconds() - cpu
     tickers: list[Ticker] = df.results

@@ -67,15 +67,17 @@ class Ticker(naiad.Vertex):
             self.notify_at(cap.delayed(naiad.Product(t.outer, t.inner + 1)))
 
 
-def run_naiad(iterations: int, workers: int) -> list[Ticker]:
-    def build(scope: naiad.Scope) -> Ticker:
-        ticker = Ticker(iterations)
-        with scope.iterative() as loop:
-            handle, cycle = loop.feedback()
-            cycle.unary(ticker).connect_loop(handle)
-        return ticker
+def ticker_loop(scope: naiad.Scope, iterations: int) -> Ticker:
+    """The benchmark's dataflow: a :class:`Ticker` alone on an empty cycle."""
+    ticker = Ticker(iterations)
+    with scope.iterative() as loop:
+        handle, cycle = loop.feedback()
+        cycle.unary(ticker).connect_loop(handle)
+    return ticker
 
-    tickers: list[Ticker] = naiad.run(build, workers=workers)
+
+def run_naiad(iterations: int, workers: int) -> list[Ticker]:
+    tickers: list[Ticker] = naiad.run(lambda s: ticker_loop(s, iterations), workers=workers)
     return tickers
 
 
