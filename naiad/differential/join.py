@@ -18,7 +18,7 @@ import numpy as np
 from naiad.actors.vertex import Vertex
 from naiad.dataflow.channels import Pipeline
 from naiad.differential import lattice
-from naiad.differential.trace import Batch, Spine, TraceHandle, expand_ranges
+from naiad.differential.trace import SMALL_KEYS, Batch, Spine, TraceHandle, expand_ranges
 from naiad.differential.updates import INTERNER, Updates
 from naiad.progress.capability import Capability
 
@@ -33,8 +33,19 @@ def match(left: Batch, right: Batch) -> tuple[np.ndarray, np.ndarray]:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty
     if len(left) <= len(right):
-        lo = np.searchsorted(right.keys, left.keys, "left")
-        counts = np.searchsorted(right.keys, left.keys, "right") - lo
+        lo = right.keys.searchsorted(left.keys, "left")
+        hi = right.keys.searchsorted(left.keys, "right")
+        if len(left) <= SMALL_KEYS:  # a few rows: their matches as lists (no numpy calls)
+            pairs = [
+                (i, j)
+                for i, (a, b) in enumerate(zip(lo.tolist(), hi.tolist(), strict=True))
+                for j in range(a, b)
+            ]
+            if len(pairs) <= 4 * SMALL_KEYS:
+                return np.array([p[0] for p in pairs], np.int64), np.array(
+                    [p[1] for p in pairs], np.int64
+                )
+        counts = hi - lo
         return np.repeat(np.arange(len(left)), counts), expand_ranges(lo, counts)
     j, i = match(right, left)
     return i, j

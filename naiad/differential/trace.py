@@ -30,6 +30,7 @@ from naiad.differential import lattice
 from naiad.differential.updates import INTERNER, consolidation
 
 Columns = tuple[np.ndarray, ...]
+SMALL_KEYS = 16
 
 
 def expand_ranges(lo: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -97,11 +98,31 @@ class Batch:
             self.diffs[index],
         )
 
-    def rows_for(self, keys: np.ndarray) -> np.ndarray:
-        """Indices of the updates whose key is in ``keys`` (sorted, distinct)."""
-        lo = np.searchsorted(self.keys, keys, "left")
-        hi = np.searchsorted(self.keys, keys, "right")
-        return expand_ranges(lo, hi - lo)
+    def rows_for(self, keys: np.ndarray) -> np.ndarray | slice | None:
+        """The updates whose key is in ``keys`` (sorted, distinct): an index array, a slice
+        when they are contiguous, ``None`` when there are none.
+
+        Few keys (the lookups of an iterative round) are resolved in Python: the ranges of
+        a handful of keys cost less as lists than as the five numpy calls of the general
+        case, and most batches hold none of them.
+
+        >>> b = Batch(np.array([1, 1, 3, 5]), (), np.zeros((4, 1), np.int64),
+        ...           np.ones(4, np.int64), *[np.zeros((1, 1), np.int64)] * 3)
+        >>> b.rows_for(np.array([1])), b.rows_for(np.array([2])), b.rows_for(np.array([1, 5]))
+        (slice(0, 2, None), None, array([0, 1, 3]))
+        """
+        lo = self.keys.searchsorted(keys, "left")
+        hi = self.keys.searchsorted(keys, "right")
+        if len(keys) <= SMALL_KEYS:
+            ranges = [(a, b) for a, b in zip(lo.tolist(), hi.tolist(), strict=True) if b > a]
+            if not ranges:
+                return None
+            if len(ranges) == 1:
+                return slice(*ranges[0])
+            if sum(b - a for a, b in ranges) <= 4 * SMALL_KEYS:
+                return np.array([i for a, b in ranges for i in range(a, b)], dtype=np.int64)
+        rows = expand_ranges(lo, hi - lo)
+        return rows if len(rows) else None
 
     def __repr__(self) -> str:
         return (
@@ -145,6 +166,7 @@ class Spine:
         self.next_seq = 0
         self.handles: weakref.WeakSet[TraceHandle] = weakref.WeakSet()
         self.listeners: list[Any] = []
+        self._since_cache: tuple[list[Any], np.ndarray] = ([], self.upper)
 
     # --- encoding --------------------------------------------------------------------------
     def encode(self, columns: Sequence[np.ndarray], start: int = 0) -> Columns:
@@ -202,8 +224,17 @@ class Spine:
             return self.upper
         if any(f is None for f in frontiers):
             return np.zeros((1, self.depth + 1), dtype=np.int64)
+        if len(frontiers) == 1:
+            return frontiers[0]  # type: ignore[return-value]
+        # handles replace their frontier arrays, never mutate them: the meet of the same
+        # arrays (held here, so their ids stay theirs) is the one computed last time
+        cached, meet = self._since_cache
+        if len(cached) == len(frontiers) and all(a is b for a, b in zip(cached, frontiers)):
+            return meet
         rows = np.concatenate([f for f in frontiers if f is not None])
-        return lattice.minimal_rows(rows, self.lex) if len(rows) else rows
+        meet = lattice.minimal_rows(rows, self.lex) if len(rows) else rows
+        self._since_cache = (frontiers, meet)
+        return meet
 
     def insert(self, batch: Batch) -> Batch:
         """Adds a sealed batch (numbering it), then merges while sizes allow."""
@@ -296,7 +327,11 @@ class Spine:
         self, keys: np.ndarray, seq: int | None = None
     ) -> tuple[np.ndarray, Columns, np.ndarray, np.ndarray]:
         """Every stored update whose key is in ``keys`` (sorted, distinct), unconsolidated."""
-        parts = [b.take(b.rows_for(keys)) for b in self.batches_through(seq)]
+        parts = []
+        for b in self.batches_through(seq):
+            rows = b.rows_for(keys)
+            if rows is not None:
+                parts.append(b.take(rows))
         return concat_parts(parts, self.width, self.depth)
 
 
@@ -338,7 +373,9 @@ class TraceHandle:
 
     def set_logical_compaction(self, frontier: Iterable[Any]) -> None:
         """Compaction allowed up to ``frontier`` (times, as ints / ``Product`` / ``Lex``)."""
-        self.logical = lattice.frontier_rows(frontier, self.spine.depth)
+        rows = lattice.frontier_rows(frontier, self.spine.depth)
+        if self.logical is None or not np.array_equal(rows, self.logical):
+            self.logical = rows  # a new array only for a new frontier: Spine.since caches
 
     def set_physical_compaction(self, seq: int | None) -> None:
         self.acknowledged = seq

@@ -169,11 +169,41 @@ def consolidation(
     n = len(diffs)
     if n == 0:
         return np.zeros(0, dtype=np.int64), diffs
+    if n <= SMALL and all(c.dtype.kind in "iub" for c in columns):
+        return _small_consolidation(columns, times, diffs)
     order, change = sorted_groups([*columns, *times.T], runs)
     starts = np.flatnonzero(change)
     sums = np.add.reduceat(diffs[order], starts)
     keep = sums != 0
     return order[starts[keep]], sums[keep]
+
+
+SMALL = 64
+"""Up to this many rows, consolidation runs in Python: a numpy call costs microseconds
+whatever its size, and a sort of a few dozen rows needs dozens of calls (the round trips of
+an iterative computation are made of such small batches)."""
+
+
+def _small_consolidation(
+    columns: Sequence[np.ndarray], times: np.ndarray, diffs: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`consolidation` of a few rows with a dictionary and a sort of tuples; the same
+    result (the first row of each group, groups in sorted order)."""
+    acc: dict[tuple[Any, ...], list[int]] = {}
+    rows = zip(*[c.tolist() for c in columns], *times.T.tolist())
+    for i, (row, d) in enumerate(zip(rows, diffs.tolist())):
+        entry = acc.get(row)
+        if entry is None:
+            acc[row] = [i, d]
+        else:
+            entry[1] += d
+    picked, sums = [], []
+    for row in sorted(acc):
+        i, d = acc[row]
+        if d:
+            picked.append(i)
+            sums.append(d)
+    return np.array(picked, dtype=np.int64), np.array(sums, dtype=diffs.dtype)
 
 
 def unique_sorted(values: np.ndarray) -> np.ndarray:
