@@ -229,7 +229,8 @@ class Spine:
         # handles replace their frontier arrays, never mutate them: the meet of the same
         # arrays (held here, so their ids stay theirs) is the one computed last time
         cached, meet = self._since_cache
-        if len(cached) == len(frontiers) and all(a is b for a, b in zip(cached, frontiers)):
+        same = len(cached) == len(frontiers)
+        if same and all(a is b for a, b in zip(cached, frontiers, strict=True)):
             return meet
         rows = np.concatenate([f for f in frontiers if f is not None])
         meet = lattice.minimal_rows(rows, self.lex) if len(rows) else rows

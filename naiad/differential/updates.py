@@ -190,8 +190,8 @@ def _small_consolidation(
     """:func:`consolidation` of a few rows with a dictionary and a sort of tuples; the same
     result (the first row of each group, groups in sorted order)."""
     acc: dict[tuple[Any, ...], list[int]] = {}
-    rows = zip(*[c.tolist() for c in columns], *times.T.tolist())
-    for i, (row, d) in enumerate(zip(rows, diffs.tolist())):
+    rows = zip(*[c.tolist() for c in columns], *times.T.tolist(), strict=True)
+    for i, (row, d) in enumerate(zip(rows, diffs.tolist(), strict=True)):
         entry = acc.get(row)
         if entry is None:
             acc[row] = [i, d]
