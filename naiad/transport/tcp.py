@@ -28,6 +28,12 @@ Authentication (before any frame is read)
     and not already connected; anything else -- a wrong secret, garbage, silence for
     ``handshake_timeout`` seconds, an out-of-range or duplicate index -- is logged as a warning
     (logger ``naiad.transport.tcp``) and the socket is closed; the listener keeps accepting.
+    So is a connection refused because ``MAX_PENDING_HANDSHAKES`` handshakes are pending. These
+    warnings are rate-limited so that a flood of strangers cannot flood the log: at most
+    ``REJECTION_WARNINGS`` per ``REJECTION_WINDOW`` seconds; the rejections beyond that are
+    counted, and their number and the last of them are logged at the first rejection after
+    the window, or at ``close()`` (see ``RateLimiter``). Only the logging is limited: every
+    such connection is closed as before.
     A connector that sees its proof rejected (the acceptor closes), or an acceptor that cannot
     prove the secret, fails ``start`` with an error naming that peer. The handshake
     authenticates the members; it does not encrypt or sign the stream that follows, so bind to
@@ -110,8 +116,9 @@ import os
 import secrets
 import socket
 import struct
-from collections.abc import Sequence
-from typing import cast
+import time
+from collections.abc import Callable, Sequence
+from typing import NamedTuple, cast
 
 import numpy as np
 
@@ -122,7 +129,11 @@ __all__ = [
     "HANDSHAKE_MAGIC",
     "HANDSHAKE_VERSION",
     "HELLO",
+    "REJECTION_WARNINGS",
+    "REJECTION_WINDOW",
     "RESPONSE",
+    "RateLimiter",
+    "Suppressed",
     "TcpTransport",
     "listen_socket",
     "proof",
@@ -147,6 +158,8 @@ MIN_FREE = 64 * 1024  # the receive buffer is compacted when less than this is f
 FLUSH_BYTES = 64 * 1024  # pending bytes that are handed to the kernel without waiting
 MAX_PENDING_HANDSHAKES = 256  # unauthenticated connections held at once
 CLOSE_TIMEOUT = 10.0
+REJECTION_WARNINGS = 10  # rejected connections logged one by one per window and transport
+REJECTION_WINDOW = 10.0  # seconds; the rejections beyond REJECTION_WARNINGS are counted
 
 
 def proof(
@@ -188,6 +201,81 @@ def listen_socket(host: str = "127.0.0.1", port: int = 0, backlog: int = 128) ->
     sock = socket.create_server((host, port), backlog=backlog)
     sock.setblocking(False)
     return sock
+
+
+class Suppressed(NamedTuple):
+    """Events a ``RateLimiter`` did not let through: how many, and the last one's detail."""
+
+    events: int
+    last: str
+
+
+class RateLimiter:
+    """Lets at most ``limit`` events through per ``window`` seconds of ``clock``; counts the rest.
+
+    A window opens at the first event after the previous one ended. ``admit`` tells whether an
+    event is let through and, at the first event after a window in which some were not, returns
+    their ``Suppressed`` summary too (to be reported before the event); ``flush`` returns the
+    summary still pending, whether or not its window is over (at shutdown). No timer runs:
+    nothing is reported between events, but no suppressed event goes uncounted.
+
+    >>> now = 0.0
+    >>> limiter = RateLimiter(limit=2, window=10.0, clock=lambda: now)
+    >>> [limiter.admit(f"event {i}") for i in range(4)]
+    [(True, None), (True, None), (False, None), (False, None)]
+    >>> limiter.suppressed
+    2
+    >>> now = 9.5  # the same window
+    >>> limiter.admit("event 4")
+    (False, None)
+    >>> now = 10.0  # a new window: the next event is let through, with the summary
+    >>> limiter.admit("event 5")
+    (True, Suppressed(events=3, last='event 4'))
+    >>> limiter.admit("event 6"), limiter.admit("event 7")
+    ((True, None), (False, None))
+    >>> limiter.flush(), limiter.flush()
+    (Suppressed(events=1, last='event 7'), None)
+    """
+
+    def __init__(
+        self,
+        limit: int = REJECTION_WARNINGS,
+        window: float = REJECTION_WINDOW,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if limit < 1:
+            raise ValueError(f"a rate limit must let at least one event through, got {limit}")
+        if not window > 0:
+            raise ValueError(f"a rate-limiting window must be positive, got {window}")
+        self.limit = limit
+        self.window = window
+        self.clock = clock
+        self.opened: float | None = None  # when the current window opened
+        self.admitted = 0  # events let through in the current window
+        self.suppressed = 0  # events not let through, not reported yet
+        self.last = ""  # the detail of the last of them
+
+    def admit(self, detail: str) -> tuple[bool, Suppressed | None]:
+        """Whether to report this event, and the summary of an ended window to report first."""
+        now = self.clock()
+        summary = None
+        if self.opened is None or now - self.opened >= self.window:
+            summary = self.flush()
+            self.opened, self.admitted = now, 0
+        if self.admitted < self.limit:
+            self.admitted += 1
+            return True, summary
+        self.suppressed += 1
+        self.last = detail
+        return False, summary
+
+    def flush(self) -> Suppressed | None:
+        """The summary of the events not let through and not reported yet (then forgotten)."""
+        if not self.suppressed:
+            return None
+        summary = Suppressed(self.suppressed, self.last)
+        self.suppressed, self.last = 0, ""
+        return summary
 
 
 class _HandshakeEOF(ConnectionError):
@@ -460,7 +548,9 @@ class TcpTransport(Transport):
     (the transport takes ownership). ``connect_timeout`` bounds ``start``;
     ``handshake_timeout`` bounds an incoming handshake; ``max_payload`` is the largest frame
     accepted; ``drain()`` waits while more than ``send_buffer_limit`` bytes are unsent to a
-    peer.
+    peer. ``rejection_limiter`` rate-limits the warnings about rejected connections (by
+    default ``REJECTION_WARNINGS`` per ``REJECTION_WINDOW`` seconds; give each transport its
+    own).
     """
 
     def __init__(
@@ -476,6 +566,7 @@ class TcpTransport(Transport):
         send_buffer_limit: int = 64 * 1024 * 1024,
         handshake_timeout: float = 5.0,
         close_timeout: float = CLOSE_TIMEOUT,
+        rejection_limiter: RateLimiter | None = None,
     ) -> None:
         super().__init__(process, processes)
         if len(addresses) != processes:
@@ -505,6 +596,7 @@ class TcpTransport(Transport):
         self._accepted = asyncio.Event()
         self._accept_task: asyncio.Task[None] | None = None
         self._handshakes: set[asyncio.Task[None]] = set()
+        self._rejections = rejection_limiter if rejection_limiter is not None else RateLimiter()
         self._started = False
         self._closing = False
 
@@ -682,12 +774,7 @@ class TcpTransport(Transport):
                 continue
             where = _format_address(addr)
             if len(self._handshakes) >= MAX_PENDING_HANDSHAKES:
-                log.warning(
-                    "process %d: rejected a connection from %s: %d handshakes already pending",
-                    self.process,
-                    where,
-                    len(self._handshakes),
-                )
+                self._reject(where, f"{len(self._handshakes)} handshakes already pending")
                 conn.close()
                 continue
             task = loop.create_task(self._accept_one(conn, where))
@@ -767,10 +854,28 @@ class TcpTransport(Transport):
         return None
 
     def _reject(self, where: str, reason: str) -> None:
-        if not self._closing:
+        """Logs a rejected connection, or counts it if too many were logged lately."""
+        if self._closing:
+            return
+        logged, summary = self._rejections.admit(f"{where}: {reason}")
+        if summary is not None:
+            self._log_suppressed(summary)
+        if logged:
             log.warning(
                 "process %d: rejected a connection from %s: %s", self.process, where, reason
             )
+
+    def _log_suppressed(self, summary: Suppressed) -> None:
+        limiter = self._rejections
+        log.warning(
+            "process %d: %d more connections were rejected without a warning each (at most %d "
+            "per %g s); the last from %s",
+            self.process,
+            summary.events,
+            limiter.limit,
+            limiter.window,
+            summary.last,
+        )
 
     async def _attach(self, peer: int, sock: socket.socket, where: str, *, accepted: bool) -> None:
         loop = self._running_loop()
@@ -849,6 +954,9 @@ class TcpTransport(Transport):
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        summary = self._rejections.flush()  # nothing is rejected any more: report the rest
+        if summary is not None:
+            self._log_suppressed(summary)
         if self._listen_sock is not None:
             self._listen_sock.close()
         links = [link for link in self._links if link is not None]

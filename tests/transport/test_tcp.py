@@ -13,6 +13,7 @@ import asyncio
 import logging
 import os
 import random
+import re
 import secrets
 import signal
 import socket
@@ -199,6 +200,26 @@ def rejections(caplog: pytest.LogCaptureFixture) -> list[str]:
         for r in caplog.records
         if r.name == LOGGER and "rejected a connection" in r.getMessage()
     ]
+
+
+SUMMARY = re.compile(
+    r"process (\d+): (\d+) more connections were rejected without a warning each "
+    r"\(at most (\d+) per (\S+) s\); the last from (.*)"
+)
+
+
+def summaries(caplog: pytest.LogCaptureFixture) -> list[tuple[int, str]]:
+    """The rate limiter's summaries: how many rejections were not logged, and the last one."""
+    found = []
+    for r in caplog.records:
+        match = SUMMARY.fullmatch(r.getMessage()) if r.name == LOGGER else None
+        if match is not None:
+            found.append((int(match[2]), match[5]))
+    return found
+
+
+def suppressed(caplog: pytest.LogCaptureFixture) -> int:
+    return sum(count for count, _ in summaries(caplog))
 
 
 def tcp_errors(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -615,6 +636,143 @@ def test_strangers_are_rejected_and_logged(caplog: pytest.LogCaptureFixture) -> 
     run(scenario())
 
 
+def test_the_rate_limiter_lets_the_limit_through_and_counts_the_rest() -> None:
+    now = 0.0
+    limiter = tcp.RateLimiter(limit=10, window=10.0, clock=lambda: now)
+    assert [limiter.admit(f"{i}") for i in range(10)] == [(True, None)] * 10
+    assert [limiter.admit(f"{i}") for i in range(10, 25)] == [(False, None)] * 15
+    now = 9.999  # still the first window
+    assert limiter.admit("25") == (False, None)
+    assert limiter.suppressed == 16
+    now = 10.0  # the window is over: the next event is let through with the summary
+    assert limiter.admit("26") == (True, tcp.Suppressed(16, "25"))
+    assert limiter.suppressed == 0
+    assert [limiter.admit(f"{i}") for i in range(27, 40)] == [(True, None)] * 9 + [
+        (False, None)
+    ] * 4
+    now = 100.0  # a quiet window: nothing to report, everything let through
+    assert limiter.admit("40") == (True, tcp.Suppressed(4, "39"))
+    assert [limiter.admit(f"{i}") for i in range(41, 50)] == [(True, None)] * 9
+    assert limiter.flush() is None
+    assert limiter.admit("50") == (False, None)
+    assert limiter.flush() == tcp.Suppressed(1, "50")  # at shutdown, before the window ends
+    assert limiter.flush() is None  # reported once
+    now = 110.0
+    assert limiter.admit("51") == (True, None)
+    with pytest.raises(ValueError, match="at least one"):
+        tcp.RateLimiter(limit=0)
+    with pytest.raises(ValueError, match="must be positive"):
+        tcp.RateLimiter(window=0.0)
+
+
+@BOTH_LOOPS
+def test_a_flood_of_strangers_is_logged_at_a_limited_rate(
+    loop: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    now = 0.0
+    limiter = tcp.RateLimiter(limit=10, window=10.0, clock=lambda: now)
+    last = re.compile(
+        r"127\.0\.0\.1:\d+: (not a naiad handshake|authentication failed \(a wrong secret.*)"
+    )
+
+    async def scenario() -> None:
+        nonlocal now
+        socks, addresses = bind(2)
+        members = [
+            Member(
+                TcpTransport(
+                    0, 2, addresses, SECRET, listen_sock=socks[0], rejection_limiter=limiter
+                )
+            ),
+            Member(TcpTransport(1, 2, addresses, SECRET, listen_sock=socks[1])),
+        ]
+        await asyncio.gather(*(m.start() for m in members))
+
+        async def stranger(i: int) -> None:
+            if i % 2:  # the real handshake with a wrong secret
+                reader, writer, ok = await handshake(
+                    addresses[0], index=1, processes=2, secret=b"wrong"
+                )
+                assert not ok
+            else:  # garbage the size of a handshake response
+                reader, writer = await asyncio.open_connection(*addresses[0])
+                writer.write(secrets.token_bytes(RESPONSE.size))
+            assert await closed_by_peer(reader)  # rejected (and logged or counted) before that
+            writer.close()
+
+        async def flood(count: int) -> None:
+            for start in range(0, count, 50):
+                await asyncio.gather(*(stranger(i) for i in range(start, min(start + 50, count))))
+
+        await flood(200)
+        assert len(rejections(caplog)) == 10 and not summaries(caplog)
+        assert limiter.suppressed == 190
+        await check_pair_works(*members)  # the members are not disturbed
+
+        now = 10.0  # the next rejection, after the window, reports the 190 first
+        await flood(1)
+        assert len(rejections(caplog)) == 11
+        [(count, detail)] = summaries(caplog)
+        assert count == 190 and last.fullmatch(detail), detail
+        messages = [r.getMessage() for r in caplog.records if r.name == LOGGER]
+        assert SUMMARY.fullmatch(messages[-2]) and "rejected a connection" in messages[-1]
+
+        await flood(15)  # 9 more logged in this window, 6 counted
+        assert len(rejections(caplog)) == 20 and limiter.suppressed == 6
+        await check_pair_works(*members)
+        await close_all(members)  # close reports the 6 counted since
+        assert [count for count, _ in summaries(caplog)] == [190, 6]
+        assert len(rejections(caplog)) + suppressed(caplog) == 216  # every rejection accounted
+        logged = [r.getMessage() for r in caplog.records if r.name == LOGGER]
+        assert all(m.startswith("process 0: ") for m in logged if "rejected" in m)
+        assert not members[0].lost and not members[1].lost
+        assert all(p == 1 for p, _, _ in members[0].frames)
+
+    run(scenario(), loop)
+
+
+def test_refusals_for_too_many_pending_handshakes_are_rate_limited(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    monkeypatch.setattr(tcp, "MAX_PENDING_HANDSHAKES", 3)
+    limiter = tcp.RateLimiter(limit=10, window=10.0, clock=lambda: 0.0)
+
+    async def scenario() -> None:
+        socks, addresses = bind(2)
+        members = [
+            Member(
+                TcpTransport(
+                    0, 2, addresses, SECRET, listen_sock=socks[0], rejection_limiter=limiter
+                )
+            ),
+            Member(TcpTransport(1, 2, addresses, SECRET, listen_sock=socks[1])),
+        ]
+        await asyncio.gather(*(m.start() for m in members))
+        silent = [await asyncio.open_connection(*addresses[0]) for _ in range(3)]
+        await eventually(lambda: len(members[0].t._handshakes) == 3)
+
+        async def refused() -> None:
+            reader, writer = await asyncio.open_connection(*addresses[0])
+            assert await closed_by_peer(reader)
+            writer.close()
+
+        await asyncio.gather(*(refused() for _ in range(25)))
+        assert rejections(caplog) == [
+            m for m in rejections(caplog) if m.endswith(": 3 handshakes already pending")
+        ]
+        assert len(rejections(caplog)) == 10 and limiter.suppressed == 15
+        await check_pair_works(*members)
+        await close_all(members)  # the silent handshakes are cancelled, not rejected
+        [(count, detail)] = summaries(caplog)
+        assert count == 15 and detail.endswith(": 3 handshakes already pending")
+        for _, writer in silent:
+            writer.close()
+
+    run(scenario())
+
+
 # -- malformed frames from an authenticated peer ------------------------------------------------
 
 
@@ -765,7 +923,11 @@ def test_fuzzed_strangers_never_get_a_frame_delivered(caplog: pytest.LogCaptureF
 
         for start in range(0, attempts, 50):
             await asyncio.gather(*(attack(i) for i in range(start, start + 50)))
-        await eventually(lambda: len(rejections(caplog)) >= attempts)
+        # each attempt is rejected once: logged, summarised, or counted for the next summary
+        limiter = members[0].t._rejections
+        await eventually(
+            lambda: len(rejections(caplog)) + suppressed(caplog) + limiter.suppressed >= attempts
+        )
         assert authenticated == 0
         assert not members[0].frames and not members[1].frames  # nothing was delivered
         assert not members[0].lost and not members[1].lost
@@ -773,7 +935,7 @@ def test_fuzzed_strangers_never_get_a_frame_delivered(caplog: pytest.LogCaptureF
         await close_all(members)
 
     run(scenario(), timeout=60)
-    assert len(rejections(caplog)) == attempts
+    assert len(rejections(caplog)) + suppressed(caplog) == attempts  # close logs the rest
 
 
 def test_fuzzed_frames_from_an_authenticated_peer_never_crash_the_member() -> None:
