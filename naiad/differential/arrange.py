@@ -22,23 +22,26 @@ from naiad.differential import lattice
 from naiad.differential.trace import Batch, Spine, TraceHandle
 from naiad.differential.updates import Updates, route
 from naiad.progress.capability import Capability
+from naiad.progress.timestamp import less_equal
 
 if TYPE_CHECKING:
     from naiad.differential.collection import Collection
 
 
 class HeldTimes:
-    """Capabilities held for the minimal times of pending updates (one per antichain element)."""
+    """Capabilities held for the minimal times of pending updates (one per antichain element).
+
+    Compares the capabilities' own timestamps (a few Python comparisons), not time rows: it
+    runs once per message and per sealed time, where numpy's per-call cost would dominate.
+    """
 
     def __init__(self, lex: tuple[bool, ...], depth: int) -> None:
         self.lex, self.depth = lex, depth
         self.caps: list[Capability] = []
 
     def add(self, cap: Capability) -> None:
-        if not any(
-            lattice.less_equal(_row(c, self.depth), _row(cap, self.depth), self.lex)
-            for c in self.caps
-        ):
+        t = cap.time
+        if not any(less_equal(c.time, t) for c in self.caps):
             self.caps.append(cap.retain())
 
     def rows(self) -> np.ndarray:
@@ -48,9 +51,10 @@ class HeldTimes:
 
     def at(self, row: np.ndarray) -> Capability:
         """A new capability for the time ``row``, delayed from a held one."""
+        t = lattice.time_of(row, self.lex)
         for c in self.caps:
-            if bool(lattice.less_equal(_row(c, self.depth), row, self.lex)):
-                return c.delayed(lattice.time_of(row, self.lex))
+            if less_equal(c.time, t):
+                return c.delayed(t)
         raise AssertionError(f"no held capability at or before {row.tolist()}")  # pragma: no cover
 
     def reset(self, minimal: np.ndarray) -> None:
