@@ -100,11 +100,8 @@ class Variable:
     def set(self, result: Collection) -> Collection:
         """Closes the loop: the variable's next value is ``result``."""
         delta = result if self.source is None else result.concat(self.source.negate())
-        # Not consolidated here: whatever cancels (the result against the source, at the
-        # first iteration) meets again at the same time in every arrangement the variable
-        # feeds, and cancels there when the batch is sealed; a holding consolidate would
-        # add a notification round trip to every iteration.
-        delta.stream.connect_loop(self.handle)
+        # consolidating the feedback keeps cancelling updates from circulating forever
+        delta.consolidate(self.name + ".consolidate").stream.connect_loop(self.handle)
         return result
 
 
