@@ -51,15 +51,21 @@ class HeldTimes:
 
     def at(self, row: np.ndarray) -> Capability:
         """A new capability for the time ``row``, delayed from a held one."""
-        t = lattice.time_of(row, self.lex)
+        return self.at_time(lattice.time_of(row, self.lex))
+
+    def at_time(self, t: Any) -> Capability:
         for c in self.caps:
             if less_equal(c.time, t):
                 return c.delayed(t)
-        raise AssertionError(f"no held capability at or before {row.tolist()}")  # pragma: no cover
+        raise AssertionError(f"no held capability at or before {t}")  # pragma: no cover
 
     def reset(self, minimal: np.ndarray) -> None:
-        """Holds exactly the times ``minimal`` (each at or after a held time)."""
-        fresh = [self.at(row) for row in minimal]
+        """Holds exactly the times ``minimal`` (rows; each at or after a held time)."""
+        self.reset_times([lattice.time_of(row, self.lex) for row in minimal])
+
+    def reset_times(self, minimal: list[Any]) -> None:
+        """Holds exactly the timestamps ``minimal`` (each at or after a held time)."""
+        fresh = [self.at_time(t) for t in minimal]
         for c in self.caps:
             c.drop()
         self.caps = fresh
@@ -70,53 +76,58 @@ def _row(cap: Capability, depth: int) -> np.ndarray:
 
 
 class ArrangeVertex(Vertex):
-    """Buffers updates until their times complete; seals them into the spine."""
+    """Buffers updates until their times complete; seals them into the spine.
+
+    Pending updates are kept per update time (split once, on arrival), so a frontier move
+    takes the completed times without copying the updates still waiting: in a prioritized
+    loop most of them wait for later priorities over many rounds.
+    """
 
     def __init__(self, spine: Spine) -> None:
         self.spine = spine
-        self.pending: list[Updates] = []
+        self.pending: dict[Any, list[Updates]] = {}  # update time -> its updates
         self.held = HeldTimes(spine.lex, spine.depth)
 
     def on_recv(self, port: int, cap: Capability, batch: Updates) -> None:
         if len(batch):
-            self.pending.append(batch)
+            pending = self.pending
+            for t, part in batch.by_time(self.spine.lex):
+                bucket = pending.get(t)
+                if bucket is None:
+                    pending[t] = [part]
+                else:
+                    bucket.append(part)
             self.held.add(cap)
 
     def on_frontier(self) -> None:
         spine = self.spine
-        frontier = lattice.frontier_rows(self.frontier(0).frontier, spine.depth)
+        incomplete = self.frontier(0)
+        frontier = lattice.frontier_rows(incomplete.frontier, spine.depth)
         if np.array_equal(frontier, spine.upper):
             return
         sealed = False
         if self.pending:
-            u = (
-                self.pending[0].concat(*self.pending[1:])
-                if len(self.pending) > 1
-                else self.pending[0]
-            )
-            waiting = lattice.beyond(u.times, frontier, spine.lex)
-            if not waiting.all():
-                ready = u.take(~waiting) if waiting.any() else u  # (copy only when needed)
-                assigned = np.zeros(len(ready), dtype=bool)
+            ready = [t for t in self.pending if not incomplete.less_equal(t)]
+            if ready:
+                # one batch per held capability: a time goes to the first held time (in row
+                # order) at or before it
                 caps = sorted(self.held.caps, key=lambda c: lattice.time_row(c.time, spine.depth))
-                for cap in caps:
-                    mine = ~assigned & lattice.less_equal(
-                        _row(cap, spine.depth)[None, :], ready.times, spine.lex
+                groups: dict[int, list[Updates]] = {}
+                for t in ready:
+                    i = next(i for i, c in enumerate(caps) if less_equal(c.time, t))
+                    groups.setdefault(i, []).extend(self.pending.pop(t))
+                for i in sorted(groups):
+                    parts = groups[i]
+                    part = parts[0].concat(*parts[1:]) if len(parts) > 1 else parts[0]
+                    batch = spine.insert_updates(
+                        part.data[0], part.data[1:], part.times, part.diffs, upper=frontier
                     )
-                    if mine.any():
-                        assigned |= mine
-                        part = ready if len(caps) == 1 else ready.take(mine)
-                        batch = spine.insert_updates(
-                            part.data[0], part.data[1:], part.times, part.diffs, upper=frontier
-                        )
-                        sealed = True
-                        if len(batch):
-                            self.send(cap, batch)
-                u = u.take(waiting)
-                self.pending = [u] if len(u) else []
+                    sealed = True
+                    if len(batch):
+                        self.send(caps[i], batch)
             # hold exactly the least times still pending: a capability taken for a message
             # whose updates all lie later must not stay behind (it would block the frontier)
-            self.held.reset(lattice.minimal_rows(u.times, spine.lex))
+            self.held.reset_times(lattice.minimal_times(list(self.pending), spine.depth, spine.lex))
         if not sealed:  # no updates, but the upper moves: readers (imports) must hear of it
             spine.advance_upper(frontier)
         if not len(frontier):

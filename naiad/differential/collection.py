@@ -59,19 +59,7 @@ class _Consolidate(Vertex):
         self.pending: dict[Any, list[Updates]] = {}
 
     def on_recv(self, port: int, cap: Capability, batch: Updates) -> None:
-        times = batch.times
-        if not len(times):
-            return
-        if (times == times[0]).all():
-            parts = [(lattice.time_of(times[0], self.lex), batch)]
-        else:
-            distinct, inverse = np.unique(times, axis=0, return_inverse=True)
-            inverse = inverse.reshape(-1)
-            parts = [
-                (lattice.time_of(row, self.lex), batch.take(inverse == i))
-                for i, row in enumerate(distinct)
-            ]
-        for time, part in parts:
+        for time, part in batch.by_time(self.lex):
             bucket = self.pending.get(time)
             if bucket is None:
                 bucket = self.pending[time] = []

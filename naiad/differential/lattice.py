@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from naiad.progress.timestamp import Lex, Product
+from naiad.progress.timestamp import less_equal as _le
 
 LexFlags = Sequence[bool]
 
@@ -163,6 +164,25 @@ def minimal_rows(times: np.ndarray, lex: LexFlags = ()) -> np.ndarray:
         if not any(bool(less_equal(k, row, lex)) for k in keep):
             keep.append(row)
     return np.array(keep, dtype=np.int64).reshape(len(keep), times.shape[1])
+
+
+def minimal_times(times: Sequence[Any], depth: int, lex: LexFlags = ()) -> list[Any]:
+    """The minimal elements of distinct timestamps (an antichain), least row first.
+
+    >>> minimal_times([Product(1, 2), Product(0, 3), Product(1, 1)], 1)
+    [Product(outer=0, inner=3), Product(outer=1, inner=1)]
+    """
+    if len(times) <= 1:
+        return list(times)
+    if len(times) > 64:  # quadratic in Python: vectorized instead
+        rows = minimal_rows(frontier_rows(times, depth), lex)
+        return [time_of(r, lex) for r in rows]
+    ordered = sorted(times, key=lambda t: time_row(t, depth))
+    keep: list[Any] = []
+    for t in ordered:  # lexicographic order: t is minimal unless an earlier one is <= t
+        if not any(_le(k, t) for k in keep):
+            keep.append(t)
+    return keep
 
 
 def greatest(times: np.ndarray, lex: LexFlags = ()) -> np.ndarray:

@@ -306,6 +306,27 @@ class Updates:
         """The updates at ``index`` (an index array or a boolean mask)."""
         return Updates(tuple(c[index] for c in self.data), self.times[index], self.diffs[index])
 
+    def by_time(self, lex: Sequence[bool] = ()) -> list[tuple[Any, Updates]]:
+        """The updates split by their time: ``(timestamp, updates)`` per distinct time, in
+        lexicographic order of the time rows (one packed sort, not ``np.unique`` of rows).
+
+        >>> u = Updates((np.array([1, 2, 3]),), np.array([[2], [1], [2]]), np.ones(3, np.int64))
+        >>> [(t, p.data[0].tolist()) for t, p in u.by_time()]
+        [(1, [2]), (2, [1, 3])]
+        """
+        times = self.times
+        if not len(times):
+            return []
+        if (times == times[0]).all():
+            return [(time_of(times[0], lex), self)]
+        order, change = sorted_groups(list(times.T))
+        starts = np.flatnonzero(change).tolist()
+        ends = [*starts[1:], len(order)]
+        return [
+            (time_of(times[order[a]], lex), self.take(order[a:b]))
+            for a, b in zip(starts, ends, strict=True)
+        ]
+
     def __getitem__(self, index: np.ndarray) -> Updates:
         return self.take(index)  # so exchange can route a batch with an index array
 
