@@ -37,6 +37,7 @@ from naiad.differential.updates import (
     columns_of,
     consolidation,
     records_of,
+    sorted_groups,
     unique_sorted,
 )
 from naiad.progress.capability import Capability
@@ -224,21 +225,39 @@ class ReduceVertex(Vertex):
             own,
             logic,
         )
-        depth = source.depth
-        self.pending_keys = np.zeros(0, dtype=np.int64)
-        self.pending_times = np.zeros((0, depth + 1), dtype=np.int64)
-        # (keys, times) of batches received since the last frontier move, merged there once
-        self.arrived: list[tuple[np.ndarray, np.ndarray]] = []
-        self.held = HeldTimes(source.lex, depth)
+        # pending (key, time) pairs, per time: a frontier move takes the completed times and
+        # leaves the others untouched (a prioritized loop has many later ones waiting)
+        self.pending: dict[Any, list[np.ndarray]] = {}
+        self.held = HeldTimes(source.lex, source.depth)
         self.key_encoded: bool | None = None
+
+    def _add_pending(self, keys: np.ndarray, times: np.ndarray) -> None:
+        pending, lex = self.pending, self.source.lex
+        if (times == times[0]).all():
+            groups = [(lattice.time_of(times[0], lex), keys)]
+        else:
+            order, change = sorted_groups(list(times.T))
+            starts = np.flatnonzero(change).tolist()
+            ends = [*starts[1:], len(order)]
+            groups = [
+                (lattice.time_of(times[order[a]], lex), keys[order[a:b]])
+                for a, b in zip(starts, ends, strict=True)
+            ]
+        for t, k in groups:
+            bucket = pending.get(t)
+            if bucket is None:
+                pending[t] = [k]
+            else:
+                bucket.append(k)
 
     def _sync_key_encoding(self) -> None:
         """Follows the input spine when its keys switched from numbers to interned codes (a
         key column that brought Python objects later): pending keys and output recoded."""
         now = self.source.encoded[0]
         if self.key_encoded is False and now is True:
-            self.pending_keys = INTERNER.encode(self.pending_keys.astype(object))
-            self.arrived = [(INTERNER.encode(k.astype(object)), t) for k, t in self.arrived]
+            self.pending = {
+                t: [INTERNER.encode(k.astype(object)) for k in ks] for t, ks in self.pending.items()
+            }
             if self.output.encoded[0] is False:
                 self.output._recode(0)
         if now is not None:
@@ -248,7 +267,7 @@ class ReduceVertex(Vertex):
     def on_recv(self, port: int, cap: Capability, batch: Batch) -> None:
         self._sync_key_encoding()
         if len(batch):
-            self.arrived.append((batch.keys, batch.times))
+            self._add_pending(batch.keys, batch.times)
             self.held.add(cap)
 
     def on_frontier(self) -> None:
@@ -256,35 +275,24 @@ class ReduceVertex(Vertex):
         frontier = lattice.frontier_rows(self.frontier(0).frontier, source.depth)
         self._sync_key_encoding()
         emitted = False
-        if self.arrived:
-            self.pending_keys = np.concatenate(
-                [self.pending_keys.astype(self.arrived[0][0].dtype)] + [k for k, _ in self.arrived]
-            )
-            self.pending_times = np.concatenate([self.pending_times] + [t for _, t in self.arrived])
-            self.arrived = []
-        if len(self.pending_keys):
-            picked, _ = consolidation(
-                [self.pending_keys], self.pending_times, np.ones(len(self.pending_keys), np.int64)
-            )
-            pk, pt = self.pending_keys[picked], self.pending_times[picked]
-            while len(pk):
-                ready = ~lattice.beyond(pt, frontier, lex)
-                if not ready.any():
+        pending, depth = self.pending, source.depth
+        if pending:
+            incomplete = self.frontier(0)
+            while True:
+                ready = [t for t in pending if not incomplete.less_equal(t)]
+                if not ready:
                     break
-                rt = pt[ready]
-                t = rt[np.lexsort(rt.T[::-1])[0]]
-                at_t = ready & (pt == t[None, :]).all(axis=1)
-                keys = unique_sorted(pk[at_t])
-                pk, pt = pk[~at_t], pt[~at_t]
-                sent, fresh_k, fresh_t = self._evaluate(keys, t)
+                # the least ready time in lexicographic order: every time is evaluated after
+                # the times before it
+                t = min(ready, key=lambda x: lattice.time_row(x, depth))
+                parts = pending.pop(t)
+                keys = unique_sorted(np.concatenate(parts) if len(parts) > 1 else parts[0])
+                row = np.array(lattice.time_row(t, depth), dtype=np.int64)
+                sent, fresh_k, fresh_t = self._evaluate(keys, row)
                 emitted |= sent
                 if len(fresh_k):
-                    pk = np.concatenate([pk, fresh_k]).astype(pk.dtype)
-                    pt = np.concatenate([pt, fresh_t])
-                    picked, _ = consolidation([pk], pt, np.ones(len(pk), np.int64))
-                    pk, pt = pk[picked], pt[picked]
-            self.pending_keys, self.pending_times = pk, pt
-            self.held.reset(lattice.minimal_rows(pt, lex))
+                    self._add_pending(fresh_k, fresh_t)
+            self.held.reset_times(lattice.minimal_times(list(pending), depth, lex))
         # Compaction: accumulations are needed only at times in advance of the frontier, and
         # for such a time t, join(t, advanced s) = join(t, s) (advanced s <= join(t, s) because
         # s is), so compacting the traces to the frontier changes no interesting time either.
@@ -338,7 +346,7 @@ class ReduceVertex(Vertex):
         return (True, *fresh)
 
     def checkpoint(self) -> Any:
-        return self.pending_keys, self.pending_times, self.arrived
+        return self.pending
 
 
 def reduce_arranged(arranged: Arranged, logic: Logic | Callable[..., Any], name: str) -> Arranged:
