@@ -327,6 +327,14 @@ class Collection:
         non-negative integers): the priority of prioritized iteration."""
         return iterate_mod.enter(self, loop, name, at)
 
+    def enter_prioritized(
+        self, loop: Any, priority: Callable[..., np.ndarray], name: str = "enter_prioritized"
+    ) -> Collection:
+        """Inside a loop iterated with ``iterate(priority=...)``, each update entering at its
+        priority (as ``iterate`` enters its starting collection): for collections the body
+        brings in alongside the variable."""
+        return iterate_mod.enter_prioritized(self, loop, priority, name)
+
     def leave(self, name: str = "leave") -> Collection:
         """This collection outside its loop context (its accumulation over all iterations)."""
         return iterate_mod.leave(self, name)

@@ -122,6 +122,15 @@ def iterate(
     # feedback's +1 keep exactly that order, with the loop's ordinary ``Product`` time (so a
     # new epoch still corrects every earlier (priority, iteration), retractions included).
     loop = scope.iterative(name)
+    var = Variable(
+        loop, enter_prioritized(c, loop, priority, name + ".enter_at"), name=name + ".variable"
+    )
+    return var.set(body(var.collection)).leave(name + ".leave")
+
+
+def priority_counter(priority: Callable[..., Any]) -> Callable[..., np.ndarray]:
+    """The loop counter at which a record of priority ``priority(*columns)`` enters a
+    prioritized loop: (priority, iteration 0), packed."""
 
     def at(*columns: np.ndarray) -> np.ndarray:
         p = np.asarray(priority(*columns), dtype=np.int64)
@@ -129,8 +138,14 @@ def iterate(
             raise ValueError("iterate: priorities must lie in [0, 2**30)")
         return p << PRIORITY_SHIFT
 
-    var = Variable(loop, enter(c, loop, name + ".enter_at", at), name=name + ".variable")
-    return var.set(body(var.collection)).leave(name + ".leave")
+    return at
+
+
+def enter_prioritized(
+    c: Collection, loop: Any, priority: Callable[..., Any], name: str = "enter_prioritized"
+) -> Collection:
+    """``c`` inside a prioritized loop, each record at its priority's first iteration."""
+    return enter(c, loop, name, priority_counter(priority))
 
 
 PRIORITY_SHIFT = 32

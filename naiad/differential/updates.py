@@ -125,16 +125,28 @@ def sorted_groups(
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
     packable = all(c.dtype.kind in "iub" for c in columns)
     if packable:
+        cols = list(columns)
         spans = []
-        bits = 0
-        for c in columns:
+        for c in cols:
             lo, hi = int(c.min()), int(c.max())
-            width = (hi - lo).bit_length()
-            spans.append((lo, width))
-            bits += width
+            spans.append((lo, (hi - lo).bit_length()))
+        bits = sum(w for _, w in spans)
+        if bits > 62:
+            # Too wide to pack (say times a priority apart, 2**32): replace the widest columns
+            # by their dense ranks (same order, width log2 of the distinct values) while
+            # that helps; one column sort each, still far cheaper than a lexsort.
+            for i in sorted(range(len(cols)), key=lambda i: -spans[i][1]):
+                distinct, ranks = np.unique(cols[i], return_inverse=True)
+                width = (len(distinct) - 1).bit_length()
+                if width >= spans[i][1]:
+                    continue
+                cols[i], spans[i] = ranks.reshape(-1), (0, width)
+                bits = sum(w for _, w in spans)
+                if bits <= 62:
+                    break
         if bits <= 62:
             key = np.zeros(n, dtype=np.int64)
-            for c, (lo, width) in zip(columns, spans, strict=True):
+            for c, (lo, width) in zip(cols, spans, strict=True):
                 if width:
                     key <<= width
                     key |= np.subtract(c, lo, dtype=np.int64)

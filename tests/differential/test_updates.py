@@ -103,3 +103,42 @@ def test_a_malformed_columnar_batch_is_rejected() -> None:
     head = packb([0, 2, "naiad.Updates", [["z", 1]]])
     with pytest.raises(FrameError, match="column"):
         decode_message(len(head).to_bytes(4, "little") + head)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(-(2**40), 2**40),
+            st.integers(0, 5),
+            st.sampled_from([0, 2**32, 3 * 2**32 + 7, 2**45]),
+            st.integers(-3, 3),
+        ),
+        min_size=1,
+        max_size=300,
+    ),
+    st.booleans(),
+)
+def test_sorted_groups_of_columns_too_wide_to_pack(rows: list[Any], runs: bool) -> None:
+    """Columns whose ranges do not fit one int64 (ranked, or lexsorted): the same order and
+    groups as a stable lexsort, small and large batches alike."""
+    from naiad.differential.updates import consolidation, sorted_groups
+
+    cols = [np.array(c, dtype=np.int64) for c in zip(*rows, strict=True)]
+    order, change = sorted_groups(cols, runs)
+    expected = np.lexsort(cols[::-1])
+    assert order.tolist() == expected.tolist()
+    keys = [tuple(int(c[i]) for c in cols) for i in expected]
+    assert change.tolist() == [i == 0 or keys[i] != keys[i - 1] for i in range(len(keys))]
+    # consolidation agrees with a Counter, whichever path (Python, packed, ranked) it takes
+    data, times, diffs = cols[:2], np.stack(cols[2:3], axis=1), cols[3]
+    picked, sums = consolidation(data, times, diffs)
+    total: Counter[tuple[int, ...]] = Counter()
+    for r in rows:
+        total[r[:3]] += r[3]
+    got = {
+        tuple(int(c[i]) for c in (*data, times[:, 0])): int(s)
+        for i, s in zip(picked, sums, strict=True)
+    }
+    assert got == {k: v for k, v in total.items() if v}
+    assert list(got) == sorted(got)
