@@ -150,10 +150,10 @@ class _AsCollection(StatelessVertex):
 
 
 def batch_updates(spine: Spine, batch: Batch) -> Updates:
-    """A batch's updates as an ``Updates`` (values decoded)."""
+    """A batch's updates as an ``Updates`` (values decoded as the batch was written)."""
     cols = [
-        spine.decode(0, batch.keys),
-        *(spine.decode(i + 1, v) for i, v in enumerate(batch.vals)),
+        batch.decode(0, batch.keys),
+        *(batch.decode(i + 1, v) for i, v in enumerate(batch.vals)),
     ]
     return Updates(tuple(cols), batch.times, batch.diffs)
 

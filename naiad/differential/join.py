@@ -51,6 +51,10 @@ def match(left: Batch, right: Batch) -> tuple[np.ndarray, np.ndarray]:
     return i, j
 
 
+def _key_encoded(batch: Batch) -> bool:
+    return bool(batch.encoded and batch.encoded[0])
+
+
 class JoinVertex(Vertex):
     """Port 0: batches of the left arrangement; port 1: of the right."""
 
@@ -78,24 +82,25 @@ class JoinVertex(Vertex):
             self.send(cap, parts[0].concat(*parts[1:]) if len(parts) > 1 else parts[0])
 
     def _join(self, left: Batch, right: Batch) -> Updates | None:
-        recoded = self.spines[0].encoded[0] != self.spines[1].encoded[0]
+        # each batch is read with its own encoding (a spine may have switched a column to
+        # codes since a batch in flight was written)
+        recoded = _key_encoded(left) != _key_encoded(right)
         if recoded:
-            left, right = self._recode(left, 0), self._recode(right, 1)
+            left, right = self._recode(left), self._recode(right)
         i, j = match(left, right)
         if not len(i):
             return None
-        sl, sr = self.spines
-        # recoded keys are interned codes whatever the left spine stores
-        key = INTERNER.decode(left.keys[i]) if recoded else sl.decode(0, left.keys[i])
-        cols = [key, *(sl.decode(k + 1, v[i]) for k, v in enumerate(left.vals))]
+        # recoded keys are interned codes whatever the left batch stores
+        key = INTERNER.decode(left.keys[i]) if recoded else left.decode(0, left.keys[i])
+        cols = [key, *(left.decode(k + 1, v[i]) for k, v in enumerate(left.vals))]
         if self.right_values:
-            cols += [sr.decode(k + 1, v[j]) for k, v in enumerate(right.vals)]
+            cols += [right.decode(k + 1, v[j]) for k, v in enumerate(right.vals)]
         times = lattice.join(left.times[i], right.times[j], self.lex)
         return Updates(tuple(cols), times, left.diffs[i] * right.diffs[j])
 
-    def _recode(self, batch: Batch, side: int) -> Batch:
-        """Keys of one side as interned codes when the other side's are (mixed key types)."""
-        if self.spines[side].encoded[0]:
+    def _recode(self, batch: Batch) -> Batch:
+        """A batch's keys as interned codes when the other side's are (mixed key types)."""
+        if _key_encoded(batch):
             return batch
         codes = INTERNER.encode(batch.keys.astype(object))
         order = np.argsort(codes, kind="stable")
@@ -108,6 +113,7 @@ class JoinVertex(Vertex):
             batch.upper,
             batch.since,
         )
+        out.encoded = (True, *batch.encoded[1:])
         return out
 
     def on_frontier(self) -> None:

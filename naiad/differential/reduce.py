@@ -267,7 +267,10 @@ class ReduceVertex(Vertex):
     def on_recv(self, port: int, cap: Capability, batch: Batch) -> None:
         self._sync_key_encoding()
         if len(batch):
-            self._add_pending(batch.keys, batch.times)
+            keys = batch.keys
+            if self.key_encoded and not (batch.encoded and batch.encoded[0]):
+                keys = INTERNER.encode(keys.astype(object))  # written before the switch
+            self._add_pending(keys, batch.times)
             self.held.add(cap)
 
     def on_frontier(self) -> None:

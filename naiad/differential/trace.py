@@ -49,7 +49,18 @@ def expand_ranges(lo: np.ndarray, counts: np.ndarray) -> np.ndarray:
 class Batch:
     """Immutable updates sorted by (key, values, time), with their description."""
 
-    __slots__ = ("diffs", "keys", "lower", "seq_hi", "seq_lo", "since", "times", "upper", "vals")
+    __slots__ = (
+        "diffs",
+        "encoded",
+        "keys",
+        "lower",
+        "seq_hi",
+        "seq_lo",
+        "since",
+        "times",
+        "upper",
+        "vals",
+    )
 
     def __init__(
         self,
@@ -65,6 +76,14 @@ class Batch:
         self.keys, self.vals, self.times, self.diffs = keys, vals, times, diffs
         self.lower, self.upper, self.since = lower, upper, since
         self.seq_lo, self.seq_hi = seq
+        # which columns hold interned codes, as when this batch was made: a spine may switch
+        # a column to codes later, and a batch already on its way to a reader must still
+        # be read as it was written
+        self.encoded: tuple[bool, ...] = ()
+
+    def decode(self, i: int, col: np.ndarray) -> np.ndarray:
+        """Column ``i`` (0 the key) of this batch's rows ``col`` as values."""
+        return INTERNER.decode(col) if i < len(self.encoded) and self.encoded[i] else col
 
     @classmethod
     def sealed(
@@ -142,6 +161,7 @@ def merge(batches: Sequence[Batch], since: np.ndarray, lex: Sequence[bool]) -> B
         keys, vals, times, diffs, batches[0].lower, batches[-1].upper, since, lex, runs=True
     )
     out.seq_lo, out.seq_hi = batches[0].seq_lo, batches[-1].seq_hi
+    out.encoded = batches[-1].encoded
     return out
 
 
@@ -200,11 +220,13 @@ class Spine:
         # new batch objects (re-sorted by the codes): the old ones may still be in flight to
         # readers, and must stay as they were
         recoded = []
+        flags = tuple(j == i or bool(e) for j, e in enumerate(self.encoded))
         for b in self.batches:
             keys = code(b.keys) if i == 0 else b.keys
             vals = tuple(code(v) if j == i - 1 else v for j, v in enumerate(b.vals))
             copy = Batch(keys, vals, b.times, b.diffs, b.lower, b.upper, b.since)
             copy.seq_lo, copy.seq_hi = b.seq_lo, b.seq_hi
+            copy.encoded = flags
             recoded.append(merge([copy], b.since, self.lex))
         self.batches = recoded
 
@@ -241,6 +263,8 @@ class Spine:
         """Adds a sealed batch (numbering it), then merges while sizes allow."""
         batch.seq_lo = batch.seq_hi = self.next_seq
         self.next_seq += 1
+        if not batch.encoded:
+            batch.encoded = tuple(bool(e) for e in self.encoded)
         self.upper = batch.upper
         if len(batch):
             self.batches.append(batch)
