@@ -37,7 +37,7 @@ from naiad.differential.updates import (
     columns_of,
     consolidation,
     records_of,
-    sorted_groups,
+    time_groups,
     unique_sorted,
 )
 from naiad.progress.capability import Capability
@@ -232,18 +232,9 @@ class ReduceVertex(Vertex):
         self.key_encoded: bool | None = None
 
     def _add_pending(self, keys: np.ndarray, times: np.ndarray) -> None:
-        pending, lex = self.pending, self.source.lex
-        if (times == times[0]).all():
-            groups = [(lattice.time_of(times[0], lex), keys)]
-        else:
-            order, change = sorted_groups(list(times.T))
-            starts = np.flatnonzero(change).tolist()
-            ends = [*starts[1:], len(order)]
-            groups = [
-                (lattice.time_of(times[order[a]], lex), keys[order[a:b]])
-                for a, b in zip(starts, ends, strict=True)
-            ]
-        for t, k in groups:
+        pending = self.pending
+        for t, rows in time_groups(times, self.source.lex):
+            k = keys if rows is None else keys[rows]
             bucket = pending.get(t)
             if bucket is None:
                 pending[t] = [k]

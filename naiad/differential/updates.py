@@ -252,6 +252,24 @@ def _codes(column: np.ndarray) -> np.ndarray:
     return codes
 
 
+def time_groups(times: np.ndarray, lex: Sequence[bool] = ()) -> list[tuple[Any, Any]]:
+    """The rows of a time matrix grouped by time: ``(timestamp, row indices)`` per distinct
+    time in lexicographic order, or ``[(timestamp, None)]`` when every row has one time.
+
+    >>> [(t, None if rows is None else rows.tolist())
+    ...  for t, rows in time_groups(np.array([[2], [1], [2]]))]
+    [(1, [1]), (2, [0, 2])]
+    """
+    if not len(times):
+        return []
+    if (times == times[0]).all():
+        return [(time_of(times[0], lex), None)]
+    order, change = sorted_groups(list(times.T))
+    starts = np.flatnonzero(change).tolist()
+    ends = [*starts[1:], len(order)]
+    return [(time_of(times[order[a]], lex), order[a:b]) for a, b in zip(starts, ends, strict=True)]
+
+
 def time_matrix(times: Iterable[Any], depth: int) -> np.ndarray:
     """Times (ints, or ``Product`` nested ``depth`` deep) as an ``(n, depth + 1)`` matrix.
 
@@ -326,17 +344,9 @@ class Updates:
         >>> [(t, p.data[0].tolist()) for t, p in u.by_time()]
         [(1, [2]), (2, [1, 3])]
         """
-        times = self.times
-        if not len(times):
-            return []
-        if (times == times[0]).all():
-            return [(time_of(times[0], lex), self)]
-        order, change = sorted_groups(list(times.T))
-        starts = np.flatnonzero(change).tolist()
-        ends = [*starts[1:], len(order)]
         return [
-            (time_of(times[order[a]], lex), self.take(order[a:b]))
-            for a, b in zip(starts, ends, strict=True)
+            (t, self if rows is None else self.take(rows))
+            for t, rows in time_groups(self.times, lex)
         ]
 
     def __getitem__(self, index: np.ndarray) -> Updates:
