@@ -3,35 +3,18 @@ that names it; nothing hangs. A healthy run of the same script completes correct
 
 from __future__ import annotations
 
-import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-MEMBERS = str(Path(__file__).with_name("members.py"))
+from tests.cluster.streaming import epoch_totals, expected_totals, naiad_run, reports
 
 
 def run_cluster(tmp: Path, processes: int, epochs: int, victim: int, die_at: int) -> int:
     """The cluster's exit code; a cluster that hangs fails the test through the timeout."""
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "naiad.runtime.cli",
-            "run",
-            MEMBERS,
-            "-w",
-            "2",
-            "-n",
-            str(processes),
-            "--",
-            str(epochs),
-            str(victim),
-            str(die_at),
-            str(tmp),
-        ],
+        naiad_run(processes, [str(epochs), str(victim), str(die_at), str(tmp)]),
         capture_output=True,
         text=True,
         timeout=120,
@@ -39,25 +22,10 @@ def run_cluster(tmp: Path, processes: int, epochs: int, victim: int, die_at: int
     return done.returncode
 
 
-def reports(tmp: Path, processes: int) -> dict[int, dict[str, object]]:
-    out = {}
-    for index in range(processes):
-        path = tmp / f"process-{index}.json"
-        if path.exists():
-            out[index] = json.loads(path.read_text())
-    return out
-
-
 def test_healthy_cluster_completes(tmp_path: Path) -> None:
     code = run_cluster(tmp_path, 3, epochs=20, victim=-1, die_at=0)
     assert code == 0
-    got = reports(tmp_path, 3)
-    totals: dict[str, int] = {}
-    for report in got.values():
-        assert report["ok"] is True
-        for epoch, total in report["sums"].items():  # type: ignore[union-attr]
-            totals[epoch] = totals.get(epoch, 0) + total
-    assert totals == {str(e): sum(e * 10 + i for i in range(10)) * 6 for e in range(20)}
+    assert epoch_totals(tmp_path, 3) == expected_totals(20, workers=6)
 
 
 @pytest.mark.parametrize("die_at", [0, 7, 31])

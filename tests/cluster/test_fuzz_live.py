@@ -3,20 +3,16 @@ computation: the strangers are rejected, and the computation still gives the rig
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import socket
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 from naiad.transport.codec import Header, Kind, encode_message
 from naiad.transport.tcp import HELLO, RESPONSE
-
-MEMBERS = str(Path(__file__).with_name("members.py"))
+from tests.cluster.streaming import epoch_totals, expected_totals, start_member, wait_started
 
 
 def free_ports(count: int) -> list[int]:
@@ -68,44 +64,11 @@ def test_fuzzing_a_live_cluster_does_not_change_its_result(tmp_path: Path) -> No
     hostfile.write_text("".join(f"127.0.0.1:{p}\n" for p in ports))
     env = dict(os.environ, NAIAD_SECRET="fuzz-test-secret")
     epochs = 300
-    members = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "naiad.runtime.cli",
-                "run",
-                MEMBERS,
-                "-w",
-                "2",
-                "-n",
-                "2",
-                "-p",
-                str(i),
-                "--hostfile",
-                str(hostfile),
-                "--",
-                str(epochs),
-                "-1",
-                "0",
-                str(tmp_path),
-                "0.005",
-            ],
-            env=env,
-            # Files, not pipes: thousands of logged rejections would fill an unread pipe
-            # (64 KiB) and block the member on its own logging.
-            stdout=subprocess.DEVNULL,
-            stderr=(tmp_path / f"stderr-{i}").open("wb"),
-        )
-        for i in range(2)
-    ]
+    args = [str(epochs), "-1", "0", str(tmp_path), "0.005"]
+    members = [start_member(i, 2, hostfile, tmp_path, args, env) for i in range(2)]
     # Fire once both members run the computation (strangers during the members' own start-up
     # are a separate case: see the closing note), and pace the epochs so the fuzzing overlaps.
-    deadline = time.monotonic() + 60
-    while not all((tmp_path / f"process-{i}.json.started").exists() for i in range(2)):
-        assert time.monotonic() < deadline, "the cluster did not start"
-        assert all(m.poll() is None for m in members), "a member exited during start-up"
-        time.sleep(0.02)
+    wait_started(tmp_path, members)
     stop, sent = threading.Event(), [0]
     fuzzer = threading.Thread(target=fire, args=(ports, 3000, stop, sent))
     fuzzer.start()
@@ -121,10 +84,4 @@ def test_fuzzing_a_live_cluster_does_not_change_its_result(tmp_path: Path) -> No
     assert codes == [0, 0], stderr[-3000:]
     assert sent[0] > 200, "the fuzzer barely ran during the computation"
     assert "rejected" in stderr or "handshake" in stderr  # the strangers were noticed
-    totals: dict[str, int] = {}
-    for index in range(2):
-        report = json.loads((tmp_path / f"process-{index}.json").read_text())
-        assert report["ok"] is True
-        for epoch, total in report["sums"].items():
-            totals[epoch] = totals.get(epoch, 0) + total
-    assert totals == {str(e): sum(e * 10 + i for i in range(10)) * 4 for e in range(epochs)}
+    assert epoch_totals(tmp_path, 2) == expected_totals(epochs, workers=4)

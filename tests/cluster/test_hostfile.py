@@ -5,17 +5,14 @@ not a wildcard, and reach the other at the other's."""
 
 from __future__ import annotations
 
-import json
 import os
 import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
-MEMBERS = str(Path(__file__).with_name("members.py"))
+from tests.cluster.streaming import epoch_totals, expected_totals, start_member, wait_started
+
 HOSTS = ["127.0.0.1", "127.0.0.2"]
 
 
@@ -41,42 +38,11 @@ def test_members_on_two_addresses_compute_together(tmp_path: Path) -> None:
     hostfile.write_text("".join(f"{h}:{p}\n" for h, p in zip(HOSTS, ports, strict=True)))
     env = dict(os.environ, NAIAD_SECRET="hostfile-test-secret")
     epochs = 40
-    members = []
-    for i in (1, 0):  # the later process first: whichever starts first waits for the other
-        members.append(
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "naiad.runtime.cli",
-                    "run",
-                    MEMBERS,
-                    "-w",
-                    "2",
-                    "-n",
-                    "2",
-                    "-p",
-                    str(i),
-                    "--hostfile",
-                    str(hostfile),
-                    "--",
-                    str(epochs),
-                    "-1",
-                    "0",
-                    str(tmp_path),
-                    "0.01",
-                ],
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=(tmp_path / f"stderr-{i}").open("wb"),
-            )
-        )
+    args = [str(epochs), "-1", "0", str(tmp_path), "0.01"]
+    # the later process first: whichever starts first waits for the other
+    members = [start_member(i, 2, hostfile, tmp_path, args, env) for i in (1, 0)]
     try:
-        deadline = time.monotonic() + 60
-        while not all((tmp_path / f"process-{i}.json.started").exists() for i in range(2)):
-            assert time.monotonic() < deadline, "the cluster did not start"
-            assert all(m.poll() is None for m in members), "a member exited during start-up"
-            time.sleep(0.02)
+        wait_started(tmp_path, members)
         # process 1 listens on its own address only: its port on the other one is closed
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection((HOSTS[0], ports[1]), timeout=2).close()
@@ -87,10 +53,4 @@ def test_members_on_two_addresses_compute_together(tmp_path: Path) -> None:
                 m.kill()
     stderr = "".join((tmp_path / f"stderr-{i}").read_text() for i in range(2))
     assert codes == [0, 0], stderr[-3000:]
-    totals: dict[str, int] = {}
-    for index in range(2):
-        report = json.loads((tmp_path / f"process-{index}.json").read_text())
-        assert report["ok"] is True
-        for epoch, total in report["sums"].items():
-            totals[epoch] = totals.get(epoch, 0) + total
-    assert totals == {str(e): sum(e * 10 + i for i in range(10)) * 4 for e in range(epochs)}
+    assert epoch_totals(tmp_path, 2) == expected_totals(epochs, workers=4)

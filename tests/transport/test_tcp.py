@@ -665,6 +665,19 @@ def test_the_rate_limiter_lets_the_limit_through_and_counts_the_rest() -> None:
         tcp.RateLimiter(window=0.0)
 
 
+async def limited_pair(limiter: tcp.RateLimiter) -> tuple[list[Member], list[tuple[str, int]]]:
+    """Two started members; member 0 logs its rejections through ``limiter``."""
+    socks, addresses = bind(2)
+    members = [
+        Member(
+            TcpTransport(0, 2, addresses, SECRET, listen_sock=socks[0], rejection_limiter=limiter)
+        ),
+        Member(TcpTransport(1, 2, addresses, SECRET, listen_sock=socks[1])),
+    ]
+    await asyncio.gather(*(m.start() for m in members))
+    return members, addresses
+
+
 @BOTH_LOOPS
 def test_a_flood_of_strangers_is_logged_at_a_limited_rate(
     loop: str, caplog: pytest.LogCaptureFixture
@@ -678,16 +691,7 @@ def test_a_flood_of_strangers_is_logged_at_a_limited_rate(
 
     async def scenario() -> None:
         nonlocal now
-        socks, addresses = bind(2)
-        members = [
-            Member(
-                TcpTransport(
-                    0, 2, addresses, SECRET, listen_sock=socks[0], rejection_limiter=limiter
-                )
-            ),
-            Member(TcpTransport(1, 2, addresses, SECRET, listen_sock=socks[1])),
-        ]
-        await asyncio.gather(*(m.start() for m in members))
+        members, addresses = await limited_pair(limiter)
 
         async def stranger(i: int) -> None:
             if i % 2:  # the real handshake with a wrong secret
@@ -740,16 +744,7 @@ def test_refusals_for_too_many_pending_handshakes_are_rate_limited(
     limiter = tcp.RateLimiter(limit=10, window=10.0, clock=lambda: 0.0)
 
     async def scenario() -> None:
-        socks, addresses = bind(2)
-        members = [
-            Member(
-                TcpTransport(
-                    0, 2, addresses, SECRET, listen_sock=socks[0], rejection_limiter=limiter
-                )
-            ),
-            Member(TcpTransport(1, 2, addresses, SECRET, listen_sock=socks[1])),
-        ]
-        await asyncio.gather(*(m.start() for m in members))
+        members, addresses = await limited_pair(limiter)
         silent = [await asyncio.open_connection(*addresses[0]) for _ in range(3)]
         await eventually(lambda: len(members[0].t._handshakes) == 3)
 
