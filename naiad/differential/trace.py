@@ -31,6 +31,7 @@ from naiad.differential.updates import INTERNER, consolidation
 
 Columns = tuple[np.ndarray, ...]
 SMALL_KEYS = 16
+TAIL_ROWS, TAIL_BATCHES = 64, 4  # small batches a spine lets wait before merging them
 
 
 def expand_ranges(lo: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -171,11 +172,15 @@ class Spine:
     ``encoded[i]`` says whether column ``i`` (0 the key, then the values) holds interned codes.
 
     >>> s = Spine(depth=0)
-    >>> for epoch in range(4):     # no reader holds history back: merges compact it
+    >>> counts = []
+    >>> for epoch in range(5):     # no reader holds history back: merges compact it
     ...     _ = s.insert_updates(np.array([epoch % 2]), (), np.array([[epoch]]), np.array([1]),
     ...                          upper=np.array([[epoch + 1]]))
-    >>> len(s.batches), s.total(), s.batches[0].times.tolist(), s.batches[0].diffs.tolist()
-    (1, 2, [[4], [4]], [2, 2])
+    ...     counts.append(len(s.batches))
+    >>> counts  # a few small batches wait, then merge in one go
+    [1, 2, 3, 4, 1]
+    >>> s.total(), s.batches[0].times.tolist(), s.batches[0].diffs.tolist()
+    (2, [[5], [5]], [3, 2])
     """
 
     def __init__(self, depth: int, lex: Sequence[bool] = (), name: str = "") -> None:
@@ -313,6 +318,21 @@ class Spine:
     def _maintain(self) -> None:
         bs = self.batches
         m = self._settled()
+        # A few small batches may wait and then be merged in one go: merging each tiny batch
+        # as it arrives costs a consolidation per insert, while a reader pays only a lookup
+        # per waiting batch (an iterative round inserts a small batch into each spine).
+        small = 0
+        while small < m and len(bs[m - 1 - small]) <= TAIL_ROWS:
+            small += 1
+        if small <= TAIL_BATCHES:
+            if small:
+                return
+        else:
+            bs[m - small : m] = [merge(bs[m - small : m], self.since(), self.lex)]
+            m -= small - 1
+            if not len(bs[m - 1]):
+                del bs[m - 1]
+                m -= 1
         while m >= 2 and len(bs[m - 2]) <= 2 * len(bs[m - 1]):
             bs[m - 2 : m] = [merge(bs[m - 2 : m], self.since(), self.lex)]
             m -= 1
