@@ -43,6 +43,8 @@ from naiad.differential.updates import (
 from naiad.progress.capability import Capability
 
 Columns = tuple[np.ndarray, ...]
+SMALL_ROWS = 192
+"""Up to this many gathered rows, a key set's evaluation runs in Python (``_small_changes``)."""
 Decoder = Callable[[np.ndarray], np.ndarray]
 Rows = tuple[np.ndarray, Columns, np.ndarray]
 """(keys, value columns, counts): accumulated rows, sorted by key then value, no zeros."""
@@ -306,38 +308,100 @@ class ReduceVertex(Vertex):
         ``(key, time)`` pairs at which these keys' outputs may change next."""
         source, output = self.source, self.output
         gathered_in, gathered_out = source.gather(keys), output.gather(keys)
-        fresh = _interesting(keys, t, gathered_in, gathered_out, source.lex)
-        k, vals, counts = _accumulate(source, keys, t, gathered_in)
-        vals = tuple(source.decode(i + 1, v) for i, v in enumerate(vals))
-        ok, ovals, ocounts = self.logic(k, vals, counts, lambda c: source.decode(0, c))
-        ovals = output.encode(ovals, start=1)
-        hk, hvals, hcounts = _accumulate(output, keys, t, gathered_out)
-        if len(hk):
-            dk = np.concatenate([ok.astype(hk.dtype), hk])
-            dvals = tuple(np.concatenate([a, b]) for a, b in zip(ovals, hvals, strict=True))
-            dd = np.concatenate([ocounts, -hcounts])
+        no_since = np.zeros((0, output.depth + 1), np.int64)
+        if len(gathered_in[3]) + len(gathered_out[3]) <= SMALL_ROWS and not any(source.lex):
+            batch, fresh_k, fresh_t = self._small_changes(keys, t, gathered_in, gathered_out)
         else:
-            dk, dvals, dd = ok, ovals, ocounts
-        if not len(dd):
-            return (False, *fresh)
-        times = np.repeat(t[None, :], len(dd), axis=0)
-        batch = Batch.sealed(
-            dk,
-            dvals,
-            times,
-            dd,
-            output.upper,
-            output.upper,
-            np.zeros((0, output.depth + 1), np.int64),
-            output.lex,
-        )
+            fresh_k, fresh_t = _interesting(keys, t, gathered_in, gathered_out, source.lex)
+            k, vals, counts = _accumulate(source, keys, t, gathered_in)
+            vals = tuple(source.decode(i + 1, v) for i, v in enumerate(vals))
+            ok, ovals, ocounts = self.logic(k, vals, counts, lambda c: source.decode(0, c))
+            ovals = output.encode(ovals, start=1)
+            hk, hvals, hcounts = _accumulate(output, keys, t, gathered_out)
+            if len(hk):
+                dk = np.concatenate([ok.astype(hk.dtype), hk])
+                dvals = tuple(np.concatenate([a, b]) for a, b in zip(ovals, hvals, strict=True))
+                dd = np.concatenate([ocounts, -hcounts])
+            else:
+                dk, dvals, dd = ok, ovals, ocounts
+            times = np.repeat(t[None, :], len(dd), axis=0)
+            batch = Batch.sealed(
+                dk, dvals, times, dd, output.upper, output.upper, no_since, output.lex
+            )
         if not len(batch):
-            return (False, *fresh)
+            return False, fresh_k, fresh_t
         output.insert(batch)
         cap = self.held.at(t)
         self.send(cap, batch)
         cap.drop()
-        return (True, *fresh)
+        return True, fresh_k, fresh_t
+
+    def _small_changes(
+        self,
+        keys: np.ndarray,
+        t: np.ndarray,
+        gathered_in: tuple[Any, ...],
+        gathered_out: tuple[Any, ...],
+    ) -> tuple[Batch, np.ndarray, np.ndarray]:
+        """What the vectorized path computes (the output changes at ``t`` as a sealed batch,
+        and the next interesting ``(key, time)`` pairs), for a few gathered rows, in Python:
+        each numpy call costs microseconds whatever its size, and this path would make
+        dozens of them for the handful of rows of an iterative round. Product-ordered
+        times only (``time <= t`` exactly when ``join(time, t) == t``)."""
+        source, output = self.source, self.output
+        tt = tuple(t.tolist())
+        fresh: set[tuple[Any, tuple[int, ...]]] = set()
+
+        def accumulate(gathered: tuple[Any, ...]) -> dict[tuple[Any, ...], int]:
+            k, vals, times, diffs = gathered
+            acc: dict[tuple[Any, ...], int] = {}
+            rows = zip(k.tolist(), *[v.tolist() for v in vals], strict=True)
+            for row, time, d in zip(rows, times.tolist(), diffs.tolist(), strict=True):
+                lub = tuple(map(max, time, tt))
+                if lub == tt:  # at or before t: part of the accumulation at t
+                    acc[row] = acc.get(row, 0) + d
+                else:  # a later time where the output may change
+                    fresh.add((row[0], lub))
+            return acc
+
+        acc_in, acc_out = accumulate(gathered_in), accumulate(gathered_out)
+        rows = sorted(r for r, c in acc_in.items() if c)
+        in_vals = gathered_in[1]
+        k = np.array([r[0] for r in rows], dtype=keys.dtype)
+        vals = tuple(
+            source.decode(i + 1, np.array([r[i + 1] for r in rows], dtype=v.dtype))
+            for i, v in enumerate(in_vals)
+        )
+        counts = np.array([acc_in[r] for r in rows], dtype=np.int64)
+        ok, ovals, ocounts = self.logic(k, vals, counts, lambda c: source.decode(0, c))
+        ovals = output.encode(ovals, start=1)
+        changes = dict.fromkeys(acc_out, 0)
+        for row, c in zip(
+            zip(ok.tolist(), *[v.tolist() for v in ovals], strict=True),
+            ocounts.tolist(),
+            strict=True,
+        ):
+            changes[row] = changes.get(row, 0) + c
+        for row, c in acc_out.items():
+            changes[row] -= c
+        out = sorted(r for r, c in changes.items() if c)
+        stored = gathered_out[1]  # none yet while the output spine is empty
+        dtypes = [
+            np.result_type(a.dtype, stored[i].dtype) if i < len(stored) else a.dtype
+            for i, a in enumerate(ovals)
+        ]
+        batch = Batch(
+            np.array([r[0] for r in out], dtype=np.int64),
+            tuple(np.array([r[i + 1] for r in out], dtype=d) for i, d in enumerate(dtypes)),
+            np.repeat(t[None, :], len(out), axis=0),
+            np.array([changes[r] for r in out], dtype=np.int64),
+            output.upper,
+            output.upper,
+            np.zeros((0, output.depth + 1), np.int64),
+        )
+        fresh_k = np.array([key for key, _ in fresh], dtype=keys.dtype)
+        fresh_t = np.array([time for _, time in fresh], dtype=np.int64).reshape(len(fresh), len(tt))
+        return batch, fresh_k, fresh_t
 
     def checkpoint(self) -> Any:
         return self.pending

@@ -13,13 +13,15 @@ first field the key; anything else is a one-field record (a key only).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import Counter, defaultdict
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from typing import Any
 
 import hypothesis.strategies as st
 
 import naiad
+from naiad.differential import reduce as reduce_module
 from naiad.runtime.runtime import run_coroutine
 
 Multiset = Counter
@@ -28,11 +30,24 @@ Results = list[list[tuple[Any, Any, int]]]
 
 # (workers, processes); processes > 1 simulates processes in-process, through the codec
 LAYOUTS = [(1, 1), (2, 1), (4, 1), (2, 2)]
-layouts = st.sampled_from(LAYOUTS)
+layouts = st.tuples(st.sampled_from(LAYOUTS), st.booleans()).map(lambda p: (*p[0], p[1]))
+"""``(workers, processes, small)``: with ``small`` False, reduce takes its vectorized path even
+for the few rows of these tests (otherwise evaluated in Python), so both paths are checked."""
 
 
 WATCHDOG = 60.0
 """Seconds a single run may take before it counts as hung."""
+
+
+@contextlib.contextmanager
+def vectorized_reduce() -> Iterator[None]:
+    """Reduce evaluates every key set with numpy, however few its rows."""
+    saved = reduce_module.SMALL_ROWS
+    reduce_module.SMALL_ROWS = -1
+    try:
+        yield
+    finally:
+        reduce_module.SMALL_ROWS = saved
 
 
 class Hung(BaseException):
@@ -50,9 +65,12 @@ def watchdog(coro: Coroutine[Any, Any, Any], seconds: float | None = None) -> An
         raise Hung(f"the run did not finish within {seconds} s") from None
 
 
-def run(build: Callable[[Any], Any], layout: tuple[int, int]) -> list[Any]:
+def run(build: Callable[[Any], Any], layout: tuple[int, ...]) -> list[Any]:
     """``naiad.run(build)`` on ``layout`` (in-process transport), under the watchdog."""
-    workers, processes = layout
+    workers, processes, *small = layout
+    if small and not small[0]:
+        with vectorized_reduce():
+            return run(build, (workers, processes))
 
     async def main() -> list[Any]:
         async with naiad.Runtime(workers, processes=processes, transport="inproc") as rt:
