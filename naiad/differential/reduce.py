@@ -9,8 +9,10 @@ at ``t``, the joins of ``t`` with every time in that key's input and output hist
 pending time is evaluated once the input frontier has passed it, in lexicographic order (a
 linear extension of the partial order, so every time is evaluated after the times before
 it). All keys pending at one time are evaluated together: one gather from each trace, one
-``lexsort`` consolidation and one call of the vectorized logic per time, whatever the number
-of keys.
+sort-based consolidation and one call of the vectorized logic per time, whatever the number
+of keys. When the gathered history is small (the few keys of an iterative round), the
+accumulations, interesting times and output difference are computed in Python instead
+(``SMALL_ROWS``): numpy's per-call cost would dominate there.
 
 Logics (``count``, ``distinct``, ``threshold``, ``sum``, ``min``, ``max``) are vectorized over
 the accumulated ``(key, values, count)`` rows sorted by key and value; ``reduce(f)`` calls
