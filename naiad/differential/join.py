@@ -18,7 +18,14 @@ import numpy as np
 from naiad.actors.vertex import Vertex
 from naiad.dataflow.channels import Pipeline
 from naiad.differential import lattice
-from naiad.differential.trace import SMALL_KEYS, Batch, Spine, TraceHandle, expand_ranges
+from naiad.differential.trace import (
+    INDEXED_ROWS,
+    SMALL_KEYS,
+    Batch,
+    Spine,
+    TraceHandle,
+    expand_ranges,
+)
 from naiad.differential.updates import INTERNER, Updates
 from naiad.progress.capability import Capability
 
@@ -33,8 +40,11 @@ def match(left: Batch, right: Batch) -> tuple[np.ndarray, np.ndarray]:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty
     if len(left) <= len(right):
-        lo = right.keys.searchsorted(left.keys, "left")
-        hi = right.keys.searchsorted(left.keys, "right")
+        if len(left) > SMALL_KEYS and len(right) >= INDEXED_ROWS:
+            lo, hi = right.key_ranges(left.keys)
+        else:
+            lo = right.keys.searchsorted(left.keys, "left")
+            hi = right.keys.searchsorted(left.keys, "right")
         if len(left) <= SMALL_KEYS:  # a few rows: their matches as lists (no numpy calls)
             pairs = [
                 (i, j)

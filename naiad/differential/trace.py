@@ -31,6 +31,7 @@ from naiad.differential.updates import INTERNER, consolidation
 
 Columns = tuple[np.ndarray, ...]
 SMALL_KEYS = 16
+INDEXED_ROWS = 4096  # batches from this size on look keys up among their distinct keys
 TAIL_ROWS, TAIL_BATCHES = 64, 4  # small batches a spine lets wait before merging them
 
 
@@ -51,6 +52,7 @@ class Batch:
     """Immutable updates sorted by (key, values, time), with their description."""
 
     __slots__ = (
+        "_distinct",
         "diffs",
         "encoded",
         "keys",
@@ -81,6 +83,7 @@ class Batch:
         # a column to codes later, and a batch already on its way to a reader must still
         # be read as it was written
         self.encoded: tuple[bool, ...] = ()
+        self._distinct: tuple[np.ndarray, np.ndarray] | None = None  # see key_ranges
 
     def decode(self, i: int, col: np.ndarray) -> np.ndarray:
         """Column ``i`` (0 the key) of this batch's rows ``col`` as values."""
@@ -131,8 +134,11 @@ class Batch:
         >>> b.rows_for(np.array([1])), b.rows_for(np.array([2])), b.rows_for(np.array([1, 5]))
         (slice(0, 2, None), None, array([0, 1, 3]))
         """
-        lo = self.keys.searchsorted(keys, "left")
-        hi = self.keys.searchsorted(keys, "right")
+        if len(keys) > SMALL_KEYS and len(self.keys) >= INDEXED_ROWS:
+            lo, hi = self.key_ranges(keys)
+        else:
+            lo = self.keys.searchsorted(keys, "left")
+            hi = self.keys.searchsorted(keys, "right")
         if len(keys) <= SMALL_KEYS:
             ranges = [(a, b) for a, b in zip(lo.tolist(), hi.tolist(), strict=True) if b > a]
             if not ranges:
@@ -143,6 +149,32 @@ class Batch:
                 return np.array([i for a, b in ranges for i in range(a, b)], dtype=np.int64)
         rows = expand_ranges(lo, hi - lo)
         return rows if len(rows) else None
+
+    def key_ranges(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each of ``keys`` (sorted), the range ``lo:hi`` of its rows (empty if absent).
+
+        A large batch answers from its distinct keys and their first rows (built on first
+        use, kept: the batch never changes): a search among a fifth of the keys, say, whose
+        array stays in cache, instead of two searches through every row.
+
+        >>> b = Batch(np.array([1, 1, 3, 5]), (), np.zeros((4, 1), np.int64),
+        ...           np.ones(4, np.int64), *[np.zeros((1, 1), np.int64)] * 3)
+        >>> [r.tolist() for r in b.key_ranges(np.array([0, 1, 4, 5, 9]))]
+        [[0, 0, 3, 3, 4], [0, 2, 3, 4, 4]]
+        """
+        if len(self.keys) == 0:
+            zero = np.zeros(len(keys), dtype=np.int64)
+            return zero, zero
+        if self._distinct is None:
+            k = self.keys
+            starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
+            self._distinct = (k[starts], np.r_[starts, len(k)])
+        distinct, bounds = self._distinct
+        i = distinct.searchsorted(keys)
+        lo = bounds[i]
+        last = len(distinct) - 1
+        found = distinct[np.minimum(i, last)] == keys
+        return lo, np.where(found, bounds[np.minimum(i, last) + 1], lo)
 
     def __repr__(self) -> str:
         return (

@@ -142,3 +142,33 @@ def test_sorted_groups_of_columns_too_wide_to_pack(rows: list[Any], runs: bool) 
     }
     assert got == {k: v for k, v in total.items() if v}
     assert list(got) == sorted(got)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.integers(-50, 50), min_size=0, max_size=300),
+    st.lists(st.integers(-60, 60), min_size=0, max_size=40, unique=True),
+)
+def test_batch_key_lookups_agree_with_searchsorted(keys: list[int], wanted: list[int]) -> None:
+    """A batch's rows for some keys, through the distinct-key index of large batches or the
+    plain searches of small ones, are exactly the rows holding those keys."""
+    from naiad.differential import trace
+
+    k = np.sort(np.array(keys, dtype=np.int64))
+    q = np.sort(np.array(wanted, dtype=np.int64))
+    z = np.zeros((1, 1), np.int64)
+    b = trace.Batch(k, (), np.zeros((len(k), 1), np.int64), np.ones(len(k), np.int64), z, z, z)
+    lo, hi = b.key_ranges(q)
+    assert lo.tolist() == k.searchsorted(q, "left").tolist() or not len(k)
+    assert (hi - lo).tolist() == [int((k == x).sum()) for x in q]
+    for x, a, z_ in zip(q.tolist(), lo.tolist(), hi.tolist(), strict=True):
+        assert all(v == x for v in k[a:z_].tolist())
+    expected = [i for i, v in enumerate(k.tolist()) if v in set(wanted)]
+    saved = trace.INDEXED_ROWS
+    try:
+        for indexed in (saved, 0):  # as configured, and every batch indexed
+            trace.INDEXED_ROWS = indexed
+            rows = b.rows_for(q)
+            assert ([] if rows is None else np.arange(len(k))[rows].tolist()) == expected
+    finally:
+        trace.INDEXED_ROWS = saved
