@@ -40,7 +40,7 @@ def match(left: Batch, right: Batch) -> tuple[np.ndarray, np.ndarray]:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty
     if len(left) <= len(right):
-        if len(left) > SMALL_KEYS and len(right) >= INDEXED_ROWS:
+        if len(left) > SMALL_KEYS and len(right) >= INDEXED_ROWS and right.worth_indexing():
             lo, hi = right.key_ranges(left.keys)
         else:
             lo = right.keys.searchsorted(left.keys, "left")

@@ -53,6 +53,7 @@ class Batch:
 
     __slots__ = (
         "_distinct",
+        "_lookups",
         "diffs",
         "encoded",
         "keys",
@@ -84,6 +85,7 @@ class Batch:
         # be read as it was written
         self.encoded: tuple[bool, ...] = ()
         self._distinct: tuple[np.ndarray, np.ndarray] | None = None  # see key_ranges
+        self._lookups = 0
 
     def decode(self, i: int, col: np.ndarray) -> np.ndarray:
         """Column ``i`` (0 the key) of this batch's rows ``col`` as values."""
@@ -134,7 +136,7 @@ class Batch:
         >>> b.rows_for(np.array([1])), b.rows_for(np.array([2])), b.rows_for(np.array([1, 5]))
         (slice(0, 2, None), None, array([0, 1, 3]))
         """
-        if len(keys) > SMALL_KEYS and len(self.keys) >= INDEXED_ROWS:
+        if len(keys) > SMALL_KEYS and len(self.keys) >= INDEXED_ROWS and self.worth_indexing():
             lo, hi = self.key_ranges(keys)
         else:
             lo = self.keys.searchsorted(keys, "left")
@@ -149,6 +151,14 @@ class Batch:
                 return np.array([i for a, b in ranges for i in range(a, b)], dtype=np.int64)
         rows = expand_ranges(lo, hi - lo)
         return rows if len(rows) else None
+
+    def worth_indexing(self) -> bool:
+        """Whether to look keys up through the distinct-key index: once it exists, or from
+        the third large lookup on (a batch merged away soon would not repay building it)."""
+        if self._distinct is None:
+            self._lookups += 1
+            return self._lookups >= 3
+        return True
 
     def key_ranges(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each of ``keys`` (sorted), the range ``lo:hi`` of its rows (empty if absent).
