@@ -10,7 +10,10 @@ batch covers the range of the batches it replaced.
 
 The :class:`Spine` keeps batches from oldest to newest and merges geometrically (a batch is
 merged into its elder neighbour while that neighbour is at most twice its size), so each
-update is merged O(log n) times. Merges apply *logical* compaction: times advance to
+update is merged O(log n) times; a few small batches (``TAIL_ROWS``, ``TAIL_BATCHES``) wait
+and are merged together, so the small batches of an iterative round do not each pay for a
+merge. Large batches keep an index of their distinct keys once they are read often
+(:meth:`Batch.key_ranges`). Merges apply *logical* compaction: times advance to
 ``since``, the meet of the logical-compaction frontiers of every open :class:`TraceHandle`,
 and updates that become equal cancel. A handle also states how far it has read (its
 *physical* compaction point, a sequence number): batches on either side of a reader's point
