@@ -54,6 +54,7 @@ of every peer against scipy at ``--quick`` size.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -80,6 +81,22 @@ Change = tuple[int, int, int]
 
 
 # --- inputs ------------------------------------------------------------------------------------
+def graph_parser(name: str, description: str) -> argparse.ArgumentParser:
+    """The options of the graph benchmarks: ``parser``'s, a seed, and which Pathway runs."""
+    from benchmarks._common import parser
+
+    p = parser(name, description)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--threads", default="1,2", help="Pathway thread counts (default 1,2)")
+    p.add_argument("--no-pathway", action="store_true", help="skip Pathway (slow at full size)")
+    return p
+
+
+def pathway_threads(args: argparse.Namespace) -> list[int]:
+    """The Pathway thread counts to run (none with ``--no-pathway``)."""
+    return [] if args.no_pathway else [int(t) for t in args.threads.split(",")]
+
+
 def random_graph(nodes: int, edges: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """``edges`` directed edges ``src[i] -> dst[i]``, both endpoints uniform over
     ``range(nodes)`` (``numpy.random.default_rng(seed)``, int64). Self loops and parallel edges

@@ -23,8 +23,15 @@ from typing import Any
 import numpy as np
 
 from benchmarks._cluster import ClusterRunError, machine_load, run_cluster
-from benchmarks._common import error_entry, goal, log, parser, ratio, report, rounded
-from benchmarks._graphs import random_graph, scipy_wcc, warm_up, wcc_peers
+from benchmarks._common import error_entry, goal, log, ratio, report, rounded
+from benchmarks._graphs import (
+    graph_parser,
+    pathway_threads,
+    random_graph,
+    scipy_wcc,
+    warm_up,
+    wcc_peers,
+)
 
 NAME = "wcc"
 DESCRIPTION = "weakly connected components: naiad (1 and 2 processes) vs Pathway, scipy, networkx"
@@ -71,17 +78,13 @@ def naiad_wcc(
 
 
 def main(argv: list[str]) -> None:
-    p = parser(NAME, DESCRIPTION)
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--threads", default="1,2", help="Pathway thread counts (default 1,2)")
-    p.add_argument("--no-pathway", action="store_true", help="skip Pathway (slow at full size)")
-    args = p.parse_args(argv)
+    args = graph_parser(NAME, DESCRIPTION).parse_args(argv)
     nodes, edges = (200_000, 1_000_000)
     if args.quick:
         nodes, edges = nodes // 10, edges // 10
     if args.tiny:
         nodes, edges = 2_000, 10_000
-    threads = [int(t) for t in args.threads.split(",")] if not args.no_pathway else []
+    threads = pathway_threads(args)
     log(f"wcc: {nodes} nodes, {edges} edges, seed {args.seed}; load {machine_load()}")
     src, dst = random_graph(nodes, edges, args.seed)
     warm_up()

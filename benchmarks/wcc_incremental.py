@@ -19,10 +19,12 @@ from typing import Any
 import numpy as np
 
 from benchmarks._cluster import ClusterRunError, machine_load
-from benchmarks._common import error_entry, goal, log, parser, percentile, ratio, report, rounded
+from benchmarks._common import error_entry, goal, log, percentile, ratio, report, rounded
 from benchmarks._graphs import (
     apply_changes,
     edge_changes,
+    graph_parser,
+    pathway_threads,
     random_graph,
     scipy_wcc,
     wcc_incremental_peers,
@@ -34,17 +36,13 @@ DESCRIPTION = "incremental WCC: per-update latency of naiad vs Pathway's streami
 
 
 def main(argv: list[str]) -> None:
-    p = parser(NAME, DESCRIPTION)
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--threads", default="1,2", help="Pathway thread counts (default 1,2)")
-    p.add_argument("--no-pathway", action="store_true", help="skip Pathway")
-    args = p.parse_args(argv)
+    args = graph_parser(NAME, DESCRIPTION).parse_args(argv)
     nodes, edges, changes = 200_000, 100_000, 2_000
     if args.quick:
         nodes, edges, changes = nodes // 10, edges // 10, changes // 10
     if args.tiny:
         nodes, edges, changes = 2_000, 1_000, 20
-    threads = [int(t) for t in args.threads.split(",")] if not args.no_pathway else []
+    threads = pathway_threads(args)
     log(f"wcc-incremental: {nodes} nodes, {edges} edges, {changes} changes; {machine_load()}")
     src, dst = random_graph(nodes, edges, args.seed)
     half = changes // 2

@@ -44,11 +44,6 @@ class HeldTimes:
         if not any(less_equal(c.time, t) for c in self.caps):
             self.caps.append(cap.retain())
 
-    def rows(self) -> np.ndarray:
-        return np.array([_row(c, self.depth) for c in self.caps], dtype=np.int64).reshape(
-            len(self.caps), self.depth + 1
-        )
-
     def at(self, row: np.ndarray) -> Capability:
         """A new capability for the time ``row``, delayed from a held one."""
         return self.at_time(lattice.time_of(row, self.lex))
@@ -59,20 +54,12 @@ class HeldTimes:
                 return c.delayed(t)
         raise AssertionError(f"no held capability at or before {t}")  # pragma: no cover
 
-    def reset(self, minimal: np.ndarray) -> None:
-        """Holds exactly the times ``minimal`` (rows; each at or after a held time)."""
-        self.reset_times([lattice.time_of(row, self.lex) for row in minimal])
-
     def reset_times(self, minimal: list[Any]) -> None:
         """Holds exactly the timestamps ``minimal`` (each at or after a held time)."""
         fresh = [self.at_time(t) for t in minimal]
         for c in self.caps:
             c.drop()
         self.caps = fresh
-
-
-def _row(cap: Capability, depth: int) -> np.ndarray:
-    return np.array(lattice.time_row(cap.time, depth), dtype=np.int64)
 
 
 class ArrangeVertex(Vertex):
@@ -146,10 +133,10 @@ class _AsCollection(StatelessVertex):
 
     def on_recv(self, port: int, cap: Capability, batch: Batch) -> None:
         if len(batch):
-            self.send(cap, batch_updates(self.spine, batch))
+            self.send(cap, batch_updates(batch))
 
 
-def batch_updates(spine: Spine, batch: Batch) -> Updates:
+def batch_updates(batch: Batch) -> Updates:
     """A batch's updates as an ``Updates`` (values decoded as the batch was written)."""
     cols = [
         batch.decode(0, batch.keys),

@@ -19,7 +19,6 @@ from naiad.actors.vertex import Vertex
 from naiad.dataflow.channels import Pipeline
 from naiad.differential import lattice
 from naiad.differential.trace import (
-    INDEXED_ROWS,
     SMALL_KEYS,
     Batch,
     Spine,
@@ -40,11 +39,7 @@ def match(left: Batch, right: Batch) -> tuple[np.ndarray, np.ndarray]:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty
     if len(left) <= len(right):
-        if len(left) > SMALL_KEYS and len(right) >= INDEXED_ROWS and right.worth_indexing():
-            lo, hi = right.key_ranges(left.keys)
-        else:
-            lo = right.keys.searchsorted(left.keys, "left")
-            hi = right.keys.searchsorted(left.keys, "right")
+        lo, hi = right.lookup(left.keys)
         if len(left) <= SMALL_KEYS:  # a few rows: their matches as lists (no numpy calls)
             pairs = [
                 (i, j)
@@ -59,10 +54,6 @@ def match(left: Batch, right: Batch) -> tuple[np.ndarray, np.ndarray]:
         return np.repeat(np.arange(len(left)), counts), expand_ranges(lo, counts)
     j, i = match(right, left)
     return i, j
-
-
-def _key_encoded(batch: Batch) -> bool:
-    return bool(batch.encoded and batch.encoded[0])
 
 
 class JoinVertex(Vertex):
@@ -94,7 +85,7 @@ class JoinVertex(Vertex):
     def _join(self, left: Batch, right: Batch) -> Updates | None:
         # each batch is read with its own encoding (a spine may have switched a column to
         # codes since a batch in flight was written)
-        recoded = _key_encoded(left) != _key_encoded(right)
+        recoded = left.is_encoded(0) != right.is_encoded(0)
         if recoded:
             left, right = self._recode(left), self._recode(right)
         i, j = match(left, right)
@@ -110,7 +101,7 @@ class JoinVertex(Vertex):
 
     def _recode(self, batch: Batch) -> Batch:
         """A batch's keys as interned codes when the other side's are (mixed key types)."""
-        if _key_encoded(batch):
+        if batch.is_encoded(0):
             return batch
         codes = INTERNER.encode(batch.keys.astype(object))
         order = np.argsort(codes, kind="stable")

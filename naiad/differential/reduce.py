@@ -38,6 +38,7 @@ from naiad.differential.updates import (
     _column,
     columns_of,
     consolidation,
+    group_starts,
     records_of,
     time_groups,
     unique_sorted,
@@ -50,12 +51,6 @@ SMALL_ROWS = 192
 Decoder = Callable[[np.ndarray], np.ndarray]
 Rows = tuple[np.ndarray, Columns, np.ndarray]
 """(keys, value columns, counts): accumulated rows, sorted by key then value, no zeros."""
-
-
-def group_starts(keys: np.ndarray) -> np.ndarray:
-    if not len(keys):
-        return np.zeros(0, dtype=np.int64)
-    return np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
 
 
 class Logic:
@@ -263,7 +258,7 @@ class ReduceVertex(Vertex):
         self._sync_key_encoding()
         if len(batch):
             keys = batch.keys
-            if self.key_encoded and not (batch.encoded and batch.encoded[0]):
+            if self.key_encoded and not batch.is_encoded(0):
                 keys = INTERNER.encode(keys.astype(object))  # written before the switch
             self._add_pending(keys, batch.times)
             self.held.add(cap)
@@ -310,26 +305,9 @@ class ReduceVertex(Vertex):
         ``(key, time)`` pairs at which these keys' outputs may change next."""
         source, output = self.source, self.output
         gathered_in, gathered_out = source.gather(keys), output.gather(keys)
-        no_since = np.zeros((0, output.depth + 1), np.int64)
-        if len(gathered_in[3]) + len(gathered_out[3]) <= SMALL_ROWS and not any(source.lex):
-            batch, fresh_k, fresh_t = self._small_changes(keys, t, gathered_in, gathered_out)
-        else:
-            fresh_k, fresh_t = _interesting(keys, t, gathered_in, gathered_out, source.lex)
-            k, vals, counts = _accumulate(source, keys, t, gathered_in)
-            vals = tuple(source.decode(i + 1, v) for i, v in enumerate(vals))
-            ok, ovals, ocounts = self.logic(k, vals, counts, lambda c: source.decode(0, c))
-            ovals = output.encode(ovals, start=1)
-            hk, hvals, hcounts = _accumulate(output, keys, t, gathered_out)
-            if len(hk):
-                dk = np.concatenate([ok.astype(hk.dtype), hk])
-                dvals = tuple(np.concatenate([a, b]) for a, b in zip(ovals, hvals, strict=True))
-                dd = np.concatenate([ocounts, -hcounts])
-            else:
-                dk, dvals, dd = ok, ovals, ocounts
-            times = np.repeat(t[None, :], len(dd), axis=0)
-            batch = Batch.sealed(
-                dk, dvals, times, dd, output.upper, output.upper, no_since, output.lex
-            )
+        small = len(gathered_in[3]) + len(gathered_out[3]) <= SMALL_ROWS and not any(source.lex)
+        changes = self._small_changes if small else self._vector_changes
+        batch, fresh_k, fresh_t = changes(keys, t, gathered_in, gathered_out)
         if not len(batch):
             return False, fresh_k, fresh_t
         output.insert(batch)
@@ -337,6 +315,33 @@ class ReduceVertex(Vertex):
         self.send(cap, batch)
         cap.drop()
         return True, fresh_k, fresh_t
+
+    def _vector_changes(
+        self,
+        keys: np.ndarray,
+        t: np.ndarray,
+        gathered_in: tuple[Any, ...],
+        gathered_out: tuple[Any, ...],
+    ) -> tuple[Batch, np.ndarray, np.ndarray]:
+        """The output changes of ``keys`` at ``t`` as a sealed batch, and the next
+        interesting ``(key, time)`` pairs: a few numpy passes, whatever the number of keys."""
+        source, output = self.source, self.output
+        fresh_k, fresh_t = _interesting(keys, t, gathered_in, gathered_out, source.lex)
+        k, vals, counts = _accumulate(source, keys, t, gathered_in)
+        vals = tuple(source.decode(i + 1, v) for i, v in enumerate(vals))
+        ok, ovals, ocounts = self.logic(k, vals, counts, lambda c: source.decode(0, c))
+        ovals = output.encode(ovals, start=1)
+        hk, hvals, hcounts = _accumulate(output, keys, t, gathered_out)
+        if len(hk):
+            dk = np.concatenate([ok.astype(hk.dtype), hk])
+            dvals = tuple(np.concatenate([a, b]) for a, b in zip(ovals, hvals, strict=True))
+            dd = np.concatenate([ocounts, -hcounts])
+        else:
+            dk, dvals, dd = ok, ovals, ocounts
+        times = np.repeat(t[None, :], len(dd), axis=0)
+        no_since = np.zeros((0, output.depth + 1), np.int64)
+        batch = Batch.sealed(dk, dvals, times, dd, output.upper, output.upper, no_since, output.lex)
+        return batch, fresh_k, fresh_t
 
     def _small_changes(
         self,

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from naiad.differential import lattice
-from naiad.differential.updates import INTERNER, consolidation
+from naiad.differential.updates import INTERNER, consolidation, group_starts
 
 Columns = tuple[np.ndarray, ...]
 SMALL_KEYS = 16
@@ -90,9 +90,13 @@ class Batch:
         self._distinct: tuple[np.ndarray, np.ndarray] | None = None  # see key_ranges
         self._lookups = 0
 
+    def is_encoded(self, i: int) -> bool:
+        """Whether column ``i`` (0 the key) holds interned codes in this batch."""
+        return i < len(self.encoded) and self.encoded[i]
+
     def decode(self, i: int, col: np.ndarray) -> np.ndarray:
         """Column ``i`` (0 the key) of this batch's rows ``col`` as values."""
-        return INTERNER.decode(col) if i < len(self.encoded) and self.encoded[i] else col
+        return INTERNER.decode(col) if self.is_encoded(i) else col
 
     @classmethod
     def sealed(
@@ -139,11 +143,7 @@ class Batch:
         >>> b.rows_for(np.array([1])), b.rows_for(np.array([2])), b.rows_for(np.array([1, 5]))
         (slice(0, 2, None), None, array([0, 1, 3]))
         """
-        if len(keys) > SMALL_KEYS and len(self.keys) >= INDEXED_ROWS and self.worth_indexing():
-            lo, hi = self.key_ranges(keys)
-        else:
-            lo = self.keys.searchsorted(keys, "left")
-            hi = self.keys.searchsorted(keys, "right")
+        lo, hi = self.lookup(keys)
         if len(keys) <= SMALL_KEYS:
             ranges = [(a, b) for a, b in zip(lo.tolist(), hi.tolist(), strict=True) if b > a]
             if not ranges:
@@ -155,7 +155,14 @@ class Batch:
         rows = expand_ranges(lo, hi - lo)
         return rows if len(rows) else None
 
-    def worth_indexing(self) -> bool:
+    def lookup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each of ``keys`` (sorted), the range ``lo:hi`` of its rows: two searches, or
+        for many keys in a large batch the distinct-key index (:meth:`key_ranges`)."""
+        if len(keys) > SMALL_KEYS and len(self.keys) >= INDEXED_ROWS and self._worth_indexing():
+            return self.key_ranges(keys)
+        return self.keys.searchsorted(keys, "left"), self.keys.searchsorted(keys, "right")
+
+    def _worth_indexing(self) -> bool:
         """Whether to look keys up through the distinct-key index: once it exists, or from
         the third large lookup on (a batch merged away soon would not repay building it)."""
         if self._distinct is None:
@@ -179,9 +186,8 @@ class Batch:
             zero = np.zeros(len(keys), dtype=np.int64)
             return zero, zero
         if self._distinct is None:
-            k = self.keys
-            starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
-            self._distinct = (k[starts], np.r_[starts, len(k)])
+            starts = group_starts(self.keys)
+            self._distinct = (self.keys[starts], np.r_[starts, len(self.keys)])
         distinct, bounds = self._distinct
         i = distinct.searchsorted(keys)
         lo = bounds[i]
@@ -369,21 +375,20 @@ class Spine:
         small = 0
         while small < m and len(bs[m - 1 - small]) <= TAIL_ROWS:
             small += 1
-        if small <= TAIL_BATCHES:
-            if small:
-                return
-        else:
-            bs[m - small : m] = [merge(bs[m - small : m], self.since(), self.lex)]
-            m -= small - 1
-            if not len(bs[m - 1]):
-                del bs[m - 1]
-                m -= 1
+        if small > TAIL_BATCHES:
+            m = self._merge_before(m, small)
+        elif small:
+            return
         while m >= 2 and len(bs[m - 2]) <= 2 * len(bs[m - 1]):
-            bs[m - 2 : m] = [merge(bs[m - 2 : m], self.since(), self.lex)]
-            m -= 1
-            if not len(bs[m - 1]):
-                del bs[m - 1]
-                m -= 1
+            m = self._merge_before(m, 2)
+
+    def _merge_before(self, m: int, count: int) -> int:
+        """Merges the ``count`` batches before position ``m`` into one (none if everything
+        cancelled); the position just after the result."""
+        bs = self.batches
+        merged = merge(bs[m - count : m], self.since(), self.lex)
+        bs[m - count : m] = [merged] if len(merged) else []
+        return m - count + (1 if len(merged) else 0)
 
     def idle_merge(self) -> None:
         """Merges everything the readers allow, compacting to the current ``since``: the effort
@@ -502,11 +507,7 @@ class Cursor:
         self._keys, self._vals = keys[picked], tuple(v[picked] for v in vals)
         self._times, self._diffs = times[picked], sums
         self._decoded_keys = spine.decode(0, self._keys)
-        self._starts = (
-            np.flatnonzero(np.r_[True, self._keys[1:] != self._keys[:-1]])
-            if len(self._keys)
-            else np.zeros(0, np.int64)
-        )
+        self._starts = group_starts(self._keys)
         self._pos = 0
 
     def __iter__(self) -> Iterator[None]:

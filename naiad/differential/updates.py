@@ -6,11 +6,13 @@ values), ``times`` is an ``(n, depth + 1)`` int64 matrix (column 0 the epoch, th
 counter per enclosing loop, compared as ``Product`` times), and ``diffs`` an int64 column. The
 batch means the multiset sum of its updates; order carries no meaning.
 
-:meth:`Updates.consolidate` is the sort-merge of K-Pg §3 on columns: one ``np.lexsort`` by
-(data, time), boundaries where any column changes, ``np.add.reduceat`` of the diffs, and the
-zeros dropped. Cost: O(n log n) in numpy for numeric columns. ``object`` columns are first
-dictionary-encoded to int64 codes (one Python dict lookup per value: the documented price of
-arbitrary Python values), after which the sort is numeric too.
+:meth:`Updates.consolidate` is the sort-merge of K-Pg §3 on columns: one sort by (data,
+time) (:func:`sorted_groups`: the columns packed into one int64 where they fit), boundaries
+where any column changes, ``np.add.reduceat`` of the diffs, and the zeros dropped. Cost:
+O(n log n) in numpy for numeric columns; a few dozen rows are summed in Python instead, where
+numpy's per-call cost would dominate. ``object`` columns are first dictionary-encoded to int64
+codes (one Python dict lookup per value: the documented price of arbitrary Python values),
+after which the sort is numeric too.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from naiad.differential.lattice import time_of
+from naiad.differential.lattice import frontier_rows, time_of
 from naiad.transport.codec import register_columnar
 
 
@@ -233,13 +235,15 @@ def unique_sorted(values: np.ndarray) -> np.ndarray:
     return s[keep]
 
 
-def sort_consolidate(
-    columns: Sequence[np.ndarray], times: np.ndarray, diffs: np.ndarray
-) -> tuple[tuple[np.ndarray, ...], np.ndarray, np.ndarray]:
-    """Numeric columns, times and diffs sorted by (columns, time), equal rows summed, zeros
-    dropped."""
-    picked, sums = consolidation(columns, times, diffs)
-    return tuple(c[picked] for c in columns), times[picked], sums
+def group_starts(keys: np.ndarray) -> np.ndarray:
+    """Where each run of equal values of a sorted column starts.
+
+    >>> group_starts(np.array([1, 1, 3, 5, 5])).tolist()
+    [0, 2, 3]
+    """
+    if not len(keys):
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
 
 
 def _codes(column: np.ndarray) -> np.ndarray:
@@ -279,15 +283,7 @@ def time_matrix(times: Iterable[Any], depth: int) -> np.ndarray:
     >>> time_matrix([Product(1, 2)], 1).tolist()
     [[1, 2]]
     """
-    rows = []
-    for t in times:
-        row = []
-        for _ in range(depth):
-            row.append(t.inner)
-            t = t.outer
-        row.append(t)
-        rows.append(row[::-1])
-    return np.array(rows, dtype=np.int64).reshape(len(rows), depth + 1)
+    return frontier_rows(times, depth)
 
 
 class Updates:

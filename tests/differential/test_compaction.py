@@ -20,7 +20,7 @@ RECORDS = st.tuples(st.integers(0, 3), st.sampled_from([0, 1, "s"]))
 
 def spine_updates(spines: list[Any]) -> list[tuple[Any, int, int]]:
     """Every update stored in the spines' batches: ``(record, time, diff)``."""
-    return [u for s in spines for b in s.batches for u in batch_updates(s, b).to_records()]
+    return [u for s in spines for b in s.batches for u in batch_updates(b).to_records()]
 
 
 def accumulated_at(spines: list[Any], t: int) -> Counter:

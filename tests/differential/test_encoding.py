@@ -33,11 +33,9 @@ def test_a_batch_written_before_the_switch_reads_as_numbers() -> None:
     early = insert(spine, [5, 7], [50, 70], 0)
     insert(spine, ["x"], [1], 1)  # the key column switches to codes
     assert spine.encoded[0] is True
-    assert batch_updates(spine, early).to_records() == [((5, 50), 0, 1), ((7, 70), 0, 1)]
+    assert batch_updates(early).to_records() == [((5, 50), 0, 1), ((7, 70), 0, 1)]
     # the spine's own (recoded) batches read the same
-    stored = sorted(
-        (r for b in spine.batches for r in batch_updates(spine, b).to_records()), key=str
-    )
+    stored = sorted((r for b in spine.batches for r in batch_updates(b).to_records()), key=str)
     assert stored == sorted([((5, 50), 0, 1), ((7, 70), 0, 1), (("x", 1), 1, 1)], key=str)
     reader.close()
 
