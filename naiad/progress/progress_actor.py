@@ -59,7 +59,10 @@ sends its flushed batches to the hub only and applies nothing locally until the 
 back; the hub adds each received batch, whole, to its own outgoing buffer, and flushes that
 buffer (under the same rule) to every process and to itself. Batches stay whole and FIFO per
 pair, so the safety argument is unchanged; every view sees every update exactly once, and a
-process receives one merged batch from the hub instead of one from each of its peers.
+process receives one merged batch from the hub instead of one from each of its peers. The hub
+holds its buffer whether or not ``accumulate`` is set (a hub that relayed every batch at once
+would only add traffic; Naiad's *GlobalAcc* accumulates at the hub): without it, only rules 1
+and 2 apply there, and the liveness argument above needs no more than those.
 """
 
 from __future__ import annotations
@@ -135,6 +138,8 @@ class ProgressActor:
         self.processes = processes
         self.accumulate = accumulate
         self.hub = hub if processes > 1 else None
+        # Whether the outgoing buffer may be held: with local accumulation, and at the hub.
+        self._holds = accumulate or (self.hub is not None and self.hub == process)
         self._broadcast = broadcast
         self._dataflows: dict[int, _Registered] = {}
         self._next_out = [0] * processes  # next sequence number to each peer
@@ -218,7 +223,7 @@ class ProgressActor:
                         at[time] = count
                     else:
                         del at[time]
-        if not self.accumulate or self._must_flush(registered):
+        if not self._holds or self._must_flush(registered):
             self._flush(dataflow, registered)
 
     def flush(self, dataflow: int) -> None:
@@ -319,7 +324,7 @@ class ProgressActor:
         if self.hub == self.process:
             # The hub merges a spoke's batch, whole, into what it broadcasts.
             registered.outgoing.extend(changes)
-            if not self.accumulate or self._must_flush(registered):
+            if self._must_flush(registered):
                 self._flush(dataflow, registered)
             return
         tracker = registered.tracker
