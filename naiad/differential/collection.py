@@ -31,6 +31,7 @@ from naiad.differential.updates import (
     columns_of,
     records_of,
     route,
+    take_rows,
     time_matrix,
 )
 from naiad.operators.input import InputHandle
@@ -203,8 +204,8 @@ class Collection:
                     index.append(i)
             rows = np.array(index, dtype=np.int64)
             if not out:
-                return Updates((np.zeros(0, dtype=np.int64),), u.times[rows], u.diffs[rows])
-            return Updates(columns_of(out), u.times[rows], u.diffs[rows])
+                return Updates((np.zeros(0, dtype=np.int64),), u.times[:0], u.diffs[:0])
+            return Updates(columns_of(out), take_rows(u.times, rows), u.diffs[rows])
 
         return self._apply(apply, name)
 

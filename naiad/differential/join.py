@@ -25,7 +25,7 @@ from naiad.differential.trace import (
     TraceHandle,
     expand_ranges,
 )
-from naiad.differential.updates import INTERNER, Updates
+from naiad.differential.updates import INTERNER, Updates, take_rows
 from naiad.progress.capability import Capability
 
 if TYPE_CHECKING:
@@ -96,7 +96,7 @@ class JoinVertex(Vertex):
         cols = [key, *(left.decode(k + 1, v[i]) for k, v in enumerate(left.vals))]
         if self.right_values:
             cols += [right.decode(k + 1, v[j]) for k, v in enumerate(right.vals)]
-        times = lattice.join(left.times[i], right.times[j], self.lex)
+        times = lattice.join(take_rows(left.times, i), take_rows(right.times, j), self.lex)
         return Updates(tuple(cols), times, left.diffs[i] * right.diffs[j])
 
     def _recode(self, batch: Batch) -> Batch:
@@ -108,7 +108,7 @@ class JoinVertex(Vertex):
         out = Batch(
             codes[order],
             tuple(v[order] for v in batch.vals),
-            batch.times[order],
+            take_rows(batch.times, order),
             batch.diffs[order],
             batch.lower,
             batch.upper,

@@ -40,6 +40,7 @@ from naiad.differential.updates import (
     consolidation,
     group_starts,
     records_of,
+    take_rows,
     time_groups,
     unique_sorted,
 )
@@ -210,7 +211,7 @@ def _interesting(
         return k, times
     lub = lattice.join(times, t[None, :], lex)
     new = ~(lub == t[None, :]).all(axis=1)
-    return k[new], lub[new]
+    return k[new], take_rows(lub, new)
 
 
 class ReduceVertex(Vertex):

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from naiad.differential import lattice
-from naiad.differential.updates import INTERNER, consolidation, group_starts
+from naiad.differential.updates import INTERNER, consolidation, group_starts, take_rows
 
 Columns = tuple[np.ndarray, ...]
 SMALL_KEYS = 16
@@ -116,7 +116,13 @@ class Batch:
         times = lattice.advance_by(times, since, lex)
         picked, sums = consolidation([keys, *vals], times, diffs, runs)
         return cls(
-            keys[picked], tuple(v[picked] for v in vals), times[picked], sums, lower, upper, since
+            keys[picked],
+            tuple(v[picked] for v in vals),
+            take_rows(times, picked),
+            sums,
+            lower,
+            upper,
+            since,
         )
 
     def __len__(self) -> int:
@@ -126,7 +132,7 @@ class Batch:
         return (
             self.keys[index],
             tuple(v[index] for v in self.vals),
-            self.times[index],
+            take_rows(self.times, index),
             self.diffs[index],
         )
 
@@ -505,7 +511,7 @@ class Cursor:
         )
         picked, sums = consolidation([keys, *vals], times, diffs)
         self._keys, self._vals = keys[picked], tuple(v[picked] for v in vals)
-        self._times, self._diffs = times[picked], sums
+        self._times, self._diffs = take_rows(times, picked), sums
         self._decoded_keys = spine.decode(0, self._keys)
         self._starts = group_starts(self._keys)
         self._pos = 0

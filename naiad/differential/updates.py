@@ -235,6 +235,26 @@ def unique_sorted(values: np.ndarray) -> np.ndarray:
     return s[keep]
 
 
+def take_rows(matrix: np.ndarray, index: np.ndarray | slice) -> np.ndarray:
+    """The rows ``index`` (indices, a boolean mask, or a slice) of a 2-D array such as a time
+    matrix: ``take`` / ``compress`` along axis 0, which copy whole rows, where fancy indexing
+    of a 2-D array goes element by element (4-14x slower here with numpy 2.4: 10,000 rows of
+    2 columns by indices 151 -> 11 us, by a mask 150 -> 14 us).
+
+    >>> m = np.array([[0, 1], [2, 3], [4, 5]])
+    >>> take_rows(m, np.array([2, 0])).tolist()
+    [[4, 5], [0, 1]]
+    >>> take_rows(m, np.array([True, False, True])).tolist()
+    [[0, 1], [4, 5]]
+    """
+    if isinstance(index, slice):
+        return matrix[index]
+    index = np.asarray(index)
+    if index.dtype == bool:
+        return matrix.compress(index, axis=0)
+    return matrix.take(index, axis=0)
+
+
 def group_starts(keys: np.ndarray) -> np.ndarray:
     """Where each run of equal values of a sorted column starts.
 
@@ -330,7 +350,8 @@ class Updates:
 
     def take(self, index: np.ndarray) -> Updates:
         """The updates at ``index`` (an index array or a boolean mask)."""
-        return Updates(tuple(c[index] for c in self.data), self.times[index], self.diffs[index])
+        times = take_rows(self.times, index)
+        return Updates(tuple(c[index] for c in self.data), times, self.diffs[index])
 
     def by_time(self, lex: Sequence[bool] = ()) -> list[tuple[Any, Updates]]:
         """The updates split by their time: ``(timestamp, updates)`` per distinct time, in
@@ -379,7 +400,7 @@ class Updates:
         if n == 0:
             return self
         picked, sums = consolidation([_codes(c) for c in self.data], self.times, self.diffs)
-        return Updates(tuple(c[picked] for c in self.data), self.times[picked], sums)
+        return Updates(tuple(c[picked] for c in self.data), take_rows(self.times, picked), sums)
 
     def to_records(self, lex: Sequence[bool] = ()) -> list[tuple[Any, Any, int]]:
         """The updates as ``(data, time, diff)`` triples (Python values)."""
