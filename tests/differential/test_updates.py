@@ -42,6 +42,19 @@ def test_consolidate_sums_equal_updates_and_drops_zeros(records: list[Any]) -> N
 
 
 @settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 20), st.integers(0, 3)), min_size=1, max_size=300),
+    st.sampled_from([-2, -1, 0, 1, 3]),
+)
+def test_consolidate_updates_that_share_one_diff(rows: list[Any], diff: int) -> None:
+    """Every update with the same diff (a load of insertions; sums from the group sizes),
+    past the Python path's size too."""
+    u = Updates.from_records([(d, t, diff) for d, t in rows]).consolidate()
+    assert as_counter(u) == oracle([(d, t, diff) for d, t in rows])
+    assert u.diffs.dtype == np.int64
+
+
+@settings(max_examples=100, deadline=None)
 @given(looped)
 def test_consolidate_object_data_and_product_times(records: list[Any]) -> None:
     u = Updates.from_records(records, depth=1).consolidate()
