@@ -70,7 +70,8 @@ class Runtime:
     process; several simulated processes if ``processes > 1``) or ``"tcp"`` (real processes,
     launched from here or by ``naiad run``). ``accumulate`` turns Naiad's local accumulation
     of progress updates on (the default) or off; ``central`` routes progress through process
-    0 as a central accumulator; ``connect_timeout`` bounds cluster start-up.
+    0 as a central accumulator (which accumulates whatever ``accumulate`` says);
+    ``connect_timeout`` bounds cluster start-up.
 
     >>> import asyncio, naiad
     >>> async def main():
