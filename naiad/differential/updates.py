@@ -292,6 +292,16 @@ def time_groups(times: np.ndarray, lex: Sequence[bool] = ()) -> list[tuple[Any, 
     """
     if not len(times):
         return []
+    if len(times) <= SMALL:  # a dict of row tuples: ~8 us instead of ~50 for a few rows
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for i, row in enumerate(times.tolist()):
+            groups.setdefault(tuple(row), []).append(i)
+        if len(groups) == 1:
+            return [(time_of(next(iter(groups)), lex), None)]
+        return [
+            (time_of(row, lex), np.array(rows, dtype=np.int64))
+            for row, rows in sorted(groups.items())
+        ]
     if (times == times[0]).all():
         return [(time_of(times[0], lex), None)]
     order, change = sorted_groups(list(times.T))

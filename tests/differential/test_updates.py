@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from naiad.differential import Updates
-from naiad.progress import Product
+from naiad.progress import Lex, Product
 
 ints = st.integers(-3, 3)
 words = st.sampled_from(["a", "b", "c", ("t", 1), None])
@@ -52,6 +52,31 @@ def test_consolidate_updates_that_share_one_diff(rows: list[Any], diff: int) -> 
     u = Updates.from_records([(d, t, diff) for d, t in rows]).consolidate()
     assert as_counter(u) == oracle([(d, t, diff) for d, t in rows])
     assert u.diffs.dtype == np.int64
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 2), st.integers(0, 4)), min_size=0, max_size=150),
+    st.booleans(),
+)
+def test_time_groups_split_rows_by_time_in_order(rows: list[Any], lex: bool) -> None:
+    """Few rows are grouped in Python, many with the packed sort: both give each distinct
+    time once, in lexicographic order, with exactly its rows (None: every row)."""
+    from naiad.differential.lattice import time_row
+    from naiad.differential.updates import time_groups
+
+    times = np.array(rows, dtype=np.int64).reshape(len(rows), 2)
+    groups = time_groups(times, (lex,))
+    expected: dict[tuple[int, ...], list[int]] = {}
+    for i, row in enumerate(rows):
+        expected.setdefault(row, []).append(i)
+    got = {}
+    for t, idx in groups:
+        row = tuple(time_row(t, 1))
+        assert isinstance(t, Lex if lex else Product)
+        got[row] = list(range(len(rows))) if idx is None else sorted(idx.tolist())
+    assert got == expected
+    assert [tuple(time_row(t, 1)) for t, _ in groups] == sorted(expected)
 
 
 @settings(max_examples=100, deadline=None)
