@@ -44,11 +44,8 @@ class HeldTimes:
         if not any(less_equal(c.time, t) for c in self.caps):
             self.caps.append(cap.retain())
 
-    def at(self, row: np.ndarray) -> Capability:
-        """A new capability for the time ``row``, delayed from a held one."""
-        return self.at_time(lattice.time_of(row, self.lex))
-
-    def at_time(self, t: Any) -> Capability:
+    def at(self, t: Any) -> Capability:
+        """A new capability for the timestamp ``t``, delayed from a held one."""
         for c in self.caps:
             if less_equal(c.time, t):
                 return c.delayed(t)
@@ -56,7 +53,7 @@ class HeldTimes:
 
     def reset_times(self, minimal: list[Any]) -> None:
         """Holds exactly the timestamps ``minimal`` (each at or after a held time)."""
-        fresh = [self.at_time(t) for t in minimal]
+        fresh = [self.at(t) for t in minimal]
         for c in self.caps:
             c.drop()
         self.caps = fresh
@@ -77,13 +74,8 @@ class ArrangeVertex(Vertex):
 
     def on_recv(self, port: int, cap: Capability, batch: Updates) -> None:
         if len(batch):
-            pending = self.pending
             for t, part in batch.by_time(self.spine.lex):
-                bucket = pending.get(t)
-                if bucket is None:
-                    pending[t] = [part]
-                else:
-                    bucket.append(part)
+                self.pending.setdefault(t, []).append(part)
             self.held.add(cap)
 
     def on_frontier(self) -> None:

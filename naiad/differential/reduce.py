@@ -37,7 +37,7 @@ from naiad.differential.updates import (
     INTERNER,
     _column,
     columns_of,
-    consolidation,
+    consolidated,
     group_starts,
     records_of,
     take_rows,
@@ -192,8 +192,8 @@ def _accumulate(
     mask = lattice.less_equal(times, t[None, :], spine.lex)
     k, vals, diffs = k[mask], tuple(v[mask] for v in vals), diffs[mask]
     no_times = np.zeros((len(k), 0), dtype=np.int64)
-    picked, sums = consolidation([k, *vals], no_times, diffs, runs=True)  # sorted per batch
-    return k[picked], tuple(v[picked] for v in vals), sums
+    cols, _, sums = consolidated([k, *vals], no_times, diffs, runs=True)  # sorted per batch
+    return cols[0], tuple(cols[1:]), sums
 
 
 def _interesting(
@@ -233,14 +233,8 @@ class ReduceVertex(Vertex):
         self.key_encoded: bool | None = None
 
     def _add_pending(self, keys: np.ndarray, times: np.ndarray) -> None:
-        pending = self.pending
         for t, rows in time_groups(times, self.source.lex):
-            k = keys if rows is None else keys[rows]
-            bucket = pending.get(t)
-            if bucket is None:
-                pending[t] = [k]
-            else:
-                bucket.append(k)
+            self.pending.setdefault(t, []).append(keys if rows is None else keys[rows])
 
     def _sync_key_encoding(self) -> None:
         """Follows the input spine when its keys switched from numbers to interned codes (a
@@ -282,8 +276,7 @@ class ReduceVertex(Vertex):
                 t = min(ready, key=lambda x: lattice.time_row(x, depth))
                 parts = pending.pop(t)
                 keys = unique_sorted(np.concatenate(parts) if len(parts) > 1 else parts[0])
-                row = np.array(lattice.time_row(t, depth), dtype=np.int64)
-                sent, fresh_k, fresh_t = self._evaluate(keys, row)
+                sent, fresh_k, fresh_t = self._evaluate(keys, t)
                 emitted |= sent
                 if len(fresh_k):
                     self._add_pending(fresh_k, fresh_t)
@@ -302,10 +295,11 @@ class ReduceVertex(Vertex):
             self.own.close()
             output.idle_merge()
 
-    def _evaluate(self, keys: np.ndarray, t: np.ndarray) -> tuple[bool, np.ndarray, np.ndarray]:
-        """Emits the output changes of ``keys`` at ``t``; whether it sent any, and the
-        ``(key, time)`` pairs at which these keys' outputs may change next."""
+    def _evaluate(self, keys: np.ndarray, time: Any) -> tuple[bool, np.ndarray, np.ndarray]:
+        """Emits the output changes of ``keys`` at timestamp ``time``; whether it sent any, and
+        the ``(key, time)`` pairs at which these keys' outputs may change next."""
         source, output = self.source, self.output
+        t = np.array(lattice.time_row(time, source.depth), dtype=np.int64)
         gathered_in, gathered_out = source.gather(keys), output.gather(keys)
         small = len(gathered_in[3]) + len(gathered_out[3]) <= SMALL_ROWS and not any(source.lex)
         changes = self._small_changes if small else self._vector_changes
@@ -313,7 +307,7 @@ class ReduceVertex(Vertex):
         if not len(batch):
             return False, fresh_k, fresh_t
         output.insert(batch)
-        cap = self.held.at(t)
+        cap = self.held.at(time)
         self.send(cap, batch)
         cap.drop()
         return True, fresh_k, fresh_t

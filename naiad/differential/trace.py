@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from naiad.differential import lattice
-from naiad.differential.updates import INTERNER, consolidation, group_starts, take_rows
+from naiad.differential.updates import INTERNER, consolidated, group_starts, take_rows
 
 Columns = tuple[np.ndarray, ...]
 SMALL_KEYS = 16
@@ -114,16 +114,8 @@ class Batch:
         """Sorts and consolidates the updates (times first advanced to ``since``); ``runs``:
         they are a concatenation of sorted batches."""
         times = lattice.advance_by(times, since, lex)
-        picked, sums = consolidation([keys, *vals], times, diffs, runs)
-        return cls(
-            keys[picked],
-            tuple(v[picked] for v in vals),
-            take_rows(times, picked),
-            sums,
-            lower,
-            upper,
-            since,
-        )
+        cols, times, sums = consolidated([keys, *vals], times, diffs, runs)
+        return cls(cols[0], tuple(cols[1:]), times, sums, lower, upper, since)
 
     def __len__(self) -> int:
         return len(self.diffs)
@@ -509,9 +501,8 @@ class Cursor:
         keys, vals, times, diffs = concat_parts(
             [b.take(slice(None)) for b in batches], spine.width, spine.depth
         )
-        picked, sums = consolidation([keys, *vals], times, diffs)
-        self._keys, self._vals = keys[picked], tuple(v[picked] for v in vals)
-        self._times, self._diffs = take_rows(times, picked), sums
+        cols, self._times, self._diffs = consolidated([keys, *vals], times, diffs)
+        self._keys, self._vals = cols[0], tuple(cols[1:])
         self._decoded_keys = spine.decode(0, self._keys)
         self._starts = group_starts(self._keys)
         self._pos = 0

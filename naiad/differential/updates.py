@@ -198,6 +198,20 @@ def consolidation(
     return order[starts[keep]], sums[keep]
 
 
+def consolidated(
+    columns: Sequence[np.ndarray], times: np.ndarray, diffs: np.ndarray, runs: bool = False
+) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+    """:func:`consolidation`'s rows taken: the columns, times and summed diffs.
+
+    >>> cols, times, diffs = consolidated([np.array([2, 1, 2])], np.zeros((3, 1), np.int64),
+    ...                                   np.array([1, 1, 1]))
+    >>> cols[0].tolist(), times.tolist(), diffs.tolist()
+    ([1, 2], [[0], [0]], [1, 2])
+    """
+    picked, sums = consolidation(columns, times, diffs, runs)
+    return [c[picked] for c in columns], take_rows(times, picked), sums
+
+
 SMALL = 64
 """Up to this many rows, consolidation runs in Python: a numpy call costs microseconds
 whatever its size, and a sort of a few dozen rows needs dozens of calls (the round trips of
