@@ -8,7 +8,9 @@ equal ``(data, time)`` pairs once their time is complete, and emits only non-zer
 
 Records that are tuples of one length become one column per field; numbers stay numeric
 columns, other values become ``object`` columns (dictionary-encoded when sorted or arranged:
-one Python dict lookup per value).
+one Python dict lookup per value). A float field may not be NaN: NaN is not equal to itself,
+so its changes could never cancel; input sessions refuse it, and an operator that makes one
+fails when the record is consolidated.
 Routing uses :func:`~naiad.differential.updates.stable_hash`, equal in every process
 (Python's ``hash`` of a string is not), so a cluster agrees on where each record lives.
 """
@@ -27,9 +29,11 @@ from naiad.differential import lattice
 from naiad.differential import reduce as reduce_mod
 from naiad.differential.arrange import Arranged, arrange
 from naiad.differential.updates import (
+    NAN_MESSAGE,
     Updates,
     columns_of,
     records_of,
+    reject_nan,
     route,
     take_rows,
     time_matrix,
@@ -374,6 +378,14 @@ class Collection:
         return view
 
 
+def _has_nan(record: Any) -> bool:
+    """Whether a record is NaN or a tuple with a NaN field (NaN is the one float that is not
+    equal to itself)."""
+    if type(record) is tuple:
+        return any(isinstance(f, float | np.floating) and f != f for f in record)
+    return isinstance(record, float | np.floating) and record != record
+
+
 def updates_of_rows(rows: list[tuple[Any, Any, int]]) -> Updates:
     """``(record, time, diff)`` triples as a batch (records split into columns)."""
     depth_ = depth(rows[0][1]) if rows else 0
@@ -441,6 +453,8 @@ class InputSession:
     def update(self, record: Any, diff: int) -> None:
         if not isinstance(diff, int | np.integer) or isinstance(diff, bool):
             raise TypeError(f"a diff is an integer, not {diff!r}")
+        if _has_nan(record):
+            raise ValueError(f"record {record!r} has a NaN field: {NAN_MESSAGE}")
         self._staged.append((record, self.handle.epoch, int(diff)))
 
     def insert(self, record: Any) -> None:
@@ -459,13 +473,15 @@ class InputSession:
     ) -> None:
         """Sends records given as columns (one array per field) at the current epoch, with
         multiplicities ``diffs`` (1 each by default): the bulk path, no per-record work."""
-        self.flush()
+        columns = tuple(np.asarray(c) for c in columns)
         n = len(columns[0])
         if any(len(c) != n for c in columns) or (diffs is not None and len(diffs) != n):
             raise ValueError("send_columns: every column (and diffs) must have the same length")
+        reject_nan(columns)
+        self.flush()
         times = time_matrix([self.handle.epoch], self._depth).repeat(n, axis=0)
         d = np.ones(n, np.int64) if diffs is None else np.asarray(diffs, dtype=np.int64)
-        self.handle.send(Updates(tuple(np.asarray(c) for c in columns), times, d))
+        self.handle.send(Updates(columns, times, d))
 
     def advance_to(self, epoch: Any) -> None:
         self.flush()

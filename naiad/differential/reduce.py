@@ -23,6 +23,7 @@ pending its output frontier is the input's (a reduce that defers no work holds n
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -175,13 +176,25 @@ class GenericLogic(Logic):
             key_codes, raw_keys, starts.tolist(), ends.tolist(), strict=True
         ):
             result = self.f(key, list(zip(values[lo:hi], counts_l[lo:hi], strict=True)))
-            for value, count in result or ():
+            for value, count in _pairs(key, result):
                 if count:
                     out_keys.append(code)
                     out_vals.append(value)
-                    out_counts.append(int(count))
+                    out_counts.append(count)
         cols = columns_of(out_vals) if self.split and out_vals else (_column(out_vals),)
         return np.array(out_keys, dtype=keys.dtype), cols, np.array(out_counts, dtype=np.int64)
+
+
+def _pairs(key: Any, result: Any) -> list[tuple[Any, int]]:
+    """A reduce function's result as ``(value, count)`` pairs with integer counts (any
+    iterable of pairs; ``None`` is no output), or a ``TypeError`` that shows it."""
+    try:
+        return [(value, operator.index(count)) for value, count in result or ()]
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"reduce: f must return (value, count) pairs with integer counts; for key {key!r} "
+            f"it returned {result!r}"
+        ) from None
 
 
 def _accumulate(
@@ -394,7 +407,7 @@ class ReduceVertex(Vertex):
             for i, a in enumerate(ovals)
         ]
         batch = Batch(
-            np.array([r[0] for r in out], dtype=np.int64),
+            np.array([r[0] for r in out], dtype=keys.dtype),  # codes, or the keys' numbers
             tuple(np.array([r[i + 1] for r in out], dtype=d) for i, d in enumerate(dtypes)),
             np.repeat(t[None, :], len(out), axis=0),
             np.array([changes[r] for r in out], dtype=np.int64),

@@ -175,6 +175,28 @@ def sorted_groups(
     return order, change
 
 
+NAN_MESSAGE = (
+    "NaN is not equal to itself, so the changes of a record holding it could never cancel or "
+    "meet: use None or a sentinel value"
+)
+
+
+def reject_nan(columns: Sequence[np.ndarray]) -> None:
+    """Raises ``ValueError`` if a float column holds NaN (see :data:`NAN_MESSAGE`).
+
+    >>> reject_nan([np.array([1.5, np.nan])])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: a record field is NaN (row 1 of column 0): NaN is not equal to itself, ...
+    """
+    for i, c in enumerate(columns):
+        if c.dtype.kind in "fc":
+            nan = np.isnan(c)
+            if nan.any():
+                row = int(np.argmax(nan))
+                raise ValueError(f"a record field is NaN (row {row} of column {i}): {NAN_MESSAGE}")
+
+
 def consolidation(
     columns: Sequence[np.ndarray], times: np.ndarray, diffs: np.ndarray, runs: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -185,6 +207,7 @@ def consolidation(
         return np.zeros(0, dtype=np.int64), diffs
     if n <= SMALL and all(c.dtype.kind in "iub" for c in columns):
         return _small_consolidation(columns, times, diffs)
+    reject_nan(columns)
     order, change = sorted_groups([*columns, *times.T], runs)
     starts = np.flatnonzero(change)
     first = diffs[0]

@@ -313,11 +313,13 @@ def worker_consolidated(results: Results) -> list[str]:
 INT_KEYS = st.integers(0, 4)
 STR_KEYS = st.sampled_from(["a", "b", "c"])
 MIXED_KEYS = st.one_of(st.integers(0, 2), st.sampled_from(["a", "b"]))
+FLOAT_KEYS = st.sampled_from([-0.5, 1.5, 2.25, 3.0])  # a float64 column, fractions kept
 INT_VALUES = st.integers(0, 3)
 STR_VALUES = st.sampled_from(["x", "y", "zz"])
+FLOAT_VALUES = st.sampled_from([-1.5, 0.25, 2.0])
 
-KEY_KINDS = {"int": INT_KEYS, "str": STR_KEYS, "mixed": MIXED_KEYS}
-VALUE_KINDS = {"int": INT_VALUES, "str": STR_VALUES}
+KEY_KINDS = {"int": INT_KEYS, "str": STR_KEYS, "mixed": MIXED_KEYS, "float": FLOAT_KEYS}
+VALUE_KINDS = {"int": INT_VALUES, "str": STR_VALUES, "float": FLOAT_VALUES}
 
 
 @st.composite

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -102,3 +103,48 @@ async def test_input_session_insert_remove_update(workers: int) -> None:
         session.close()
     got = sorted((r, t, d) for _, part in df.results for r, t, d in part)
     assert got == [("a", 0, 2), ("a", 1, -1), ("b", 0, 3)]
+
+
+async def test_nan_is_rejected_at_the_input_and_nothing_else_is_lost() -> None:
+    """NaN is not equal to itself, so its changes could never cancel: the session refuses the
+    record (and a column holding NaN) with a clear error and keeps every other change."""
+    async with naiad.Runtime() as rt:
+
+        def build(scope: naiad.Scope) -> tuple[InputSession, list[Any]]:
+            session, collection = Collection.new_input(scope)
+            return session, collection.count().changes()
+
+        df = rt.dataflow(build)
+        session = df.results[0][0]
+        session.insert((1.5, 2))
+        with pytest.raises(ValueError, match="NaN"):
+            session.insert((1.5, float("nan")))
+        with pytest.raises(ValueError, match="NaN"):
+            session.remove(np.float64("nan"))
+        with pytest.raises(ValueError, match=r"NaN \(row 1 of column 1\)"):
+            session.send_columns((np.array([2.5, 2.5]), np.array([1.0, np.nan])))
+        session.send_columns((np.array([2.5]), np.array([3.0])))
+        session.close()
+    got = sorted((r, t, d) for _, part in df.results for r, t, d in part)
+    assert got == [((1.5, 2.0, 1), 0, 1), ((2.5, 3.0, 1), 0, 1)]
+
+
+def test_nan_made_inside_a_dataflow_fails_it_naming_the_operator() -> None:
+    def build(scope: naiad.Scope) -> Any:
+        c = Collection.from_epochs(scope, [[((1, 0.0), 1), ((2, 1.0), 1)]])
+        return c.map_columns(lambda k, v: (k, v / v), name="ratio").count().changes()
+
+    with pytest.raises(ValueError, match="NaN") as info, np.errstate(invalid="ignore"):
+        naiad.run(build)
+    assert "'count" in "".join(getattr(info.value, "__notes__", []))
+    assert naiad.run(lambda s: s.from_epochs([[1]]).collect()) == [[(0, 1)]]
+
+
+def test_a_reduce_function_returning_no_pairs_gets_a_clear_error() -> None:
+    def build(scope: naiad.Scope) -> Any:
+        c = Collection.from_epochs(scope, [[((1, 2), 1)]])
+        return c.reduce(lambda key, values: len(values), name="lengths").changes()
+
+    with pytest.raises(TypeError, match=r"\(value, count\) pairs.*key 1 it returned 1") as info:
+        naiad.run(build)
+    assert "'lengths'" in "".join(getattr(info.value, "__notes__", []))

@@ -1,9 +1,9 @@
 """Every collection operator against a from-scratch reference, at every epoch.
 
 Hypothesis draws change histories (insertions, retractions of present records, blind
-retractions that make counts negative) over 1-4 epochs, with integer keys (the numeric path),
-string keys (dictionary encoding) and keys of both kinds in one column, and runs them on
-1, 2 and 4 workers and on 2 simulated processes of 2 workers.
+retractions that make counts negative) over 1-4 epochs, with integer and float keys (the
+numeric paths), string keys (dictionary encoding) and keys of both kinds in one column, and
+runs them on 1, 2 and 4 workers and on 2 simulated processes of 2 workers.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ def keyed(keys: str, values: str) -> st.SearchStrategy[Any]:
     return st.tuples(ref.KEY_KINDS[keys], ref.VALUE_KINDS[values])
 
 
-key_kinds = st.sampled_from(["int", "str", "mixed"])
-value_kinds = st.sampled_from(["int", "str"])
+key_kinds = st.sampled_from(["int", "str", "mixed", "float"])
+value_kinds = st.sampled_from(["int", "str", "float"])
 
 
 @st.composite
@@ -295,7 +295,7 @@ def test_threshold(epochs: Any, layout: Any) -> None:
 
 @FAST
 @given(
-    st.sampled_from(["int", "str", "mixed"]).flatmap(
+    st.sampled_from(["int", "str", "mixed", "float"]).flatmap(
         lambda k: histories(st.tuples(ref.KEY_KINDS[k], st.integers(-3, 3)))
     ),
     layouts,
