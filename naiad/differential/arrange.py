@@ -174,9 +174,12 @@ class Arranged:
         return join_arranged(self, _arranged(other), name)
 
     def semijoin(self, other: Arranged | Collection, name: str = "semijoin") -> Collection:
+        """The records whose key is in ``other`` (a collection is arranged by whole records)."""
         from naiad.differential.join import join_arranged
 
-        return join_arranged(self, _arranged(other), name, right_values=False)
+        if not isinstance(other, Arranged):
+            other = other.arrange_by_self(name + ".keys")
+        return join_arranged(self, other, name, right_values=False)
 
     def reduce(self, logic: Any, name: str = "reduce") -> Arranged:
         from naiad.differential.reduce import reduce_arranged

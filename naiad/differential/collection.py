@@ -269,19 +269,34 @@ class Collection:
         return arrange(self, name)
 
     def arrange_by_self(self, name: str = "arrange_by_self") -> Arranged:
-        """This collection indexed by whole records (for ``distinct``, ``semijoin`` keys)."""
-        return arrange(self, name)
+        """This collection indexed by whole records: the keys a ``semijoin`` or ``antijoin``
+        looks for. A record of several fields is one key, the tuple of its fields, held as an
+        ``object`` column (dictionary-encoded: one dict lookup per record), so that it meets
+        the records whose first field is that tuple."""
+
+        def whole(*columns: np.ndarray) -> np.ndarray:
+            if len(columns) == 1:
+                return columns[0]
+            packed = np.empty(len(columns[0]), dtype=object)
+            packed[:] = records_of(columns)
+            return packed
+
+        return arrange(self.map_columns(whole, name=name + ".whole"), name)
 
     def join(self, other: Collection | Arranged, name: str = "join") -> Collection:
         """``(key, *values, *other values)`` for every pair of records with equal keys."""
         return self.arrange_by_key(name + ".arrange").join(other, name)
 
     def semijoin(self, keys: Collection | Arranged, name: str = "semijoin") -> Collection:
-        """The records whose key is in ``keys`` (multiplicities multiply: pass a set)."""
+        """The records whose key is in ``keys`` (multiplicities multiply: pass a set); a
+        collection of ``keys`` is arranged by whole records (:meth:`arrange_by_self`), so a
+        tuple in it is one composite key."""
+        if isinstance(keys, Collection):
+            keys = keys.arrange_by_self(name + ".keys")
         return self.arrange_by_key(name + ".arrange").semijoin(keys, name)
 
     def antijoin(self, keys: Collection | Arranged, name: str = "antijoin") -> Collection:
-        """The records whose key is not in ``keys`` (a set)."""
+        """The records whose key is not in ``keys`` (a set; as for :meth:`semijoin`)."""
         return self.concat(self.semijoin(keys, name).negate(name + ".negate"), name=name)
 
     def reduce(

@@ -41,6 +41,7 @@ MAX_PAYLOAD = 256 * 1024 * 1024
 _EXT_TUPLE = 1
 _EXT_PRODUCT = 2
 _EXT_LEX = 3
+_EXT_BIG_INT = 4  # an int outside msgpack's 64-bit range: two's complement, big-endian
 
 _BATCH_LIST = 0
 _BATCH_ARRAY = 1
@@ -128,6 +129,10 @@ def _default(obj: Any) -> Any:
         return msgpack.ExtType(_EXT_LEX, packb([obj.outer, obj.inner]))
     if cls is tuple:
         return msgpack.ExtType(_EXT_TUPLE, packb(list(obj)))
+    if cls is int:  # msgpack packs ints from -2**63 to 2**64 - 1 itself
+        return msgpack.ExtType(
+            _EXT_BIG_INT, obj.to_bytes(obj.bit_length() // 8 + 1, "big", signed=True)
+        )
     if isinstance(obj, np.integer):
         return int(obj)
     if isinstance(obj, np.floating):
@@ -149,14 +154,18 @@ def _ext_hook(code: int, data: bytes) -> Any:
     if code == _EXT_LEX:
         outer, inner = unpackb(data)
         return Lex(outer, inner)
+    if code == _EXT_BIG_INT:
+        return int.from_bytes(data, "big", signed=True)
     raise FrameError(f"unknown msgpack extension type {code}")
 
 
 def packb(obj: Any) -> bytes:
-    """msgpack with tuples, ``Product`` and ``Lex`` preserved.
+    """msgpack with tuples, ``Product``, ``Lex`` and ints of any size preserved.
 
     >>> unpackb(packb([("a", 1), Product(2, 3), {"k": None}]))
     [('a', 1), Product(outer=2, inner=3), {'k': None}]
+    >>> unpackb(packb([-(2**70), 2**64, 2**64 - 1])) == [-(2**70), 2**64, 2**64 - 1]
+    True
     """
     return msgpack.packb(obj, default=_default, strict_types=True, use_bin_type=True)
 

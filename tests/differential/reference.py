@@ -318,8 +318,27 @@ INT_VALUES = st.integers(0, 3)
 STR_VALUES = st.sampled_from(["x", "y", "zz"])
 FLOAT_VALUES = st.sampled_from([-1.5, 0.25, 2.0])
 
-KEY_KINDS = {"int": INT_KEYS, "str": STR_KEYS, "mixed": MIXED_KEYS, "float": FLOAT_KEYS}
-VALUE_KINDS = {"int": INT_VALUES, "str": STR_VALUES, "float": FLOAT_VALUES}
+EDGE_INTS = st.sampled_from([-(2**63), -(2**62), 0, 2**62, 2**63 - 1])  # int64's ends
+HUGE_INTS = st.sampled_from([-(2**70), 5, 2**64])  # beyond int64: Python objects
+TUPLE_KEYS = st.sampled_from([(1, "a"), (2, "b"), (1, "b")])  # composite keys
+
+KEY_KINDS = {
+    "int": INT_KEYS,
+    "str": STR_KEYS,
+    "mixed": MIXED_KEYS,
+    "float": FLOAT_KEYS,
+    "edge": EDGE_INTS,
+    "huge": HUGE_INTS,
+    "bool": st.booleans(),
+    "tuple": TUPLE_KEYS,
+}
+VALUE_KINDS = {
+    "int": INT_VALUES,
+    "str": STR_VALUES,
+    "float": FLOAT_VALUES,
+    "edge": EDGE_INTS,
+    "bool": st.booleans(),
+}
 
 
 @st.composite

@@ -2,8 +2,9 @@
 
 Hypothesis draws change histories (insertions, retractions of present records, blind
 retractions that make counts negative) over 1-4 epochs, with integer and float keys (the
-numeric paths), string keys (dictionary encoding) and keys of both kinds in one column, and
-runs them on 1, 2 and 4 workers and on 2 simulated processes of 2 workers.
+numeric paths; integers up to int64's ends), string keys and integers beyond 64 bits
+(dictionary encoding), keys of both kinds in one column, booleans and tuples (composite keys),
+and runs them on 1, 2 and 4 workers and on 2 simulated processes of 2 workers.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ def keyed(keys: str, values: str) -> st.SearchStrategy[Any]:
     return st.tuples(ref.KEY_KINDS[keys], ref.VALUE_KINDS[values])
 
 
-key_kinds = st.sampled_from(["int", "str", "mixed", "float"])
-value_kinds = st.sampled_from(["int", "str", "float"])
+key_kinds = st.sampled_from(sorted(ref.KEY_KINDS))
+value_kinds = st.sampled_from(sorted(ref.VALUE_KINDS))
 
 
 @st.composite
@@ -295,7 +296,7 @@ def test_threshold(epochs: Any, layout: Any) -> None:
 
 @FAST
 @given(
-    st.sampled_from(["int", "str", "mixed", "float"]).flatmap(
+    st.sampled_from(sorted(ref.KEY_KINDS)).flatmap(
         lambda k: histories(st.tuples(ref.KEY_KINDS[k], st.integers(-3, 3)))
     ),
     layouts,

@@ -17,6 +17,7 @@ from naiad.transport.codec import (
     decode_changes,
     decode_message,
     encode_changes,
+    encode_message,
     packb,
 )
 
@@ -87,3 +88,31 @@ def test_an_array_head_whose_size_overflows_int64_is_a_frame_error() -> None:
     payload = struct.pack("<I", len(head)) + head + bytes(16)
     with pytest.raises(FrameError, match="array body has 16 bytes"):
         decode_message(payload)
+
+
+records = st.recursive(
+    st.one_of(
+        st.integers(),  # any size: beyond 64 bits they travel as an extension type
+        st.floats(allow_nan=False),
+        st.booleans(),
+        st.none(),
+        st.text(max_size=3),
+        st.binary(max_size=3),
+    ),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.tuples(inner, inner)),
+    max_leaves=20,
+)
+
+
+def shape(value: Any) -> Any:
+    """A value with every leaf's type next to it (``True == 1``, but a bool must stay one)."""
+    if isinstance(value, list | tuple):
+        return (type(value), [shape(v) for v in value])
+    return (type(value), value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(records, max_size=8))
+def test_records_of_any_python_values_cross_the_wire(batch: list[Any]) -> None:
+    time, back = decode_message(b"".join(bytes(p) for p in encode_message(3, batch)))
+    assert time == 3 and shape(back) == shape(batch)
