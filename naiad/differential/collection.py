@@ -270,18 +270,29 @@ class Collection:
 
     def arrange_by_self(self, name: str = "arrange_by_self") -> Arranged:
         """This collection indexed by whole records: the keys a ``semijoin`` or ``antijoin``
-        looks for. A record of several fields is one key, the tuple of its fields, held as an
-        ``object`` column (dictionary-encoded: one dict lookup per record), so that it meets
-        the records whose first field is that tuple."""
+        looks for. A record of several fields is one key, the tuple of its fields
+        (:meth:`packed`), so that it meets the records whose first field is that tuple."""
+        return arrange(self.packed(name + ".whole"), name)
+
+    def packed(self, name: str = "packed") -> Collection:
+        """Records of several fields as records of one field, the tuple of them (an ``object``
+        column, dictionary-encoded when arranged: one dict lookup per record). For tuples that
+        are single values, such as composite keys or tuple node ids, rather than fields.
+
+        >>> import naiad
+        >>> naiad.run(lambda s: Collection.from_epochs(s, [[((1, "a"), 1)]])  # one column
+        ...           .packed().map_columns(lambda t: np.array([repr(x) for x in t])).changes())
+        [[("(1, 'a')", 0, 1)]]
+        """
 
         def whole(*columns: np.ndarray) -> np.ndarray:
             if len(columns) == 1:
                 return columns[0]
-            packed = np.empty(len(columns[0]), dtype=object)
-            packed[:] = records_of(columns)
-            return packed
+            out = np.empty(len(columns[0]), dtype=object)
+            out[:] = records_of(columns)
+            return out
 
-        return arrange(self.map_columns(whole, name=name + ".whole"), name)
+        return self.map_columns(whole, name=name)
 
     def join(self, other: Collection | Arranged, name: str = "join") -> Collection:
         """``(key, *values, *other values)`` for every pair of records with equal keys."""

@@ -1,9 +1,9 @@
 """Graph algorithms on differential collections, built only on the public API.
 
 Edges are a collection of ``(src, dst)`` records (``(src, dst, weight)`` for weighted
-paths); nodes are integers (any hashable value works, through dictionary encoding, more
-slowly). Every function returns a collection, so results update incrementally when edges
-change.
+paths); nodes are integers (other hashable values that compare with each other, such as
+strings or tuples, work too, through dictionary encoding, more slowly). Every function
+returns a collection, so results update incrementally when edges change.
 
 >>> import naiad
 >>> from naiad.differential import Collection
@@ -98,12 +98,16 @@ def reachability(edges: Collection, roots: Collection) -> Collection:
             step.map_columns(lambda n, _, dst: dst).concat(reached).distinct(name="reach.distinct")
         )
 
-    return roots.distinct(name="roots").iterate(body, name="reach")
+    return roots.packed(name="roots.packed").distinct(name="roots").iterate(body, name="reach")
 
 
 def bfs(edges: Collection, roots: Collection) -> Collection:
     """``(node, hops)``: the least number of directed edges from any root."""
-    start = roots.distinct(name="roots").map_columns(lambda n: (n, np.zeros(len(n), np.int64)))
+    start = (
+        roots.packed(name="roots.packed")
+        .distinct(name="roots")
+        .map_columns(lambda n: (n, np.zeros(len(n), np.int64)))
+    )
 
     def body(dist: Collection) -> Collection:
         inner = edges.enter(dist.scope)
@@ -117,7 +121,11 @@ def shortest_paths(edges: Collection, roots: Collection, delta: int | None = Non
     """``(node, distance)`` over weighted ``(src, dst, weight)`` edges (weights >= 0), from any
     root (Bellman-Ford, seed 002 Figure 19). With ``delta``, the roots' distances enter in
     priority order ``distance // delta`` (prioritized iteration)."""
-    start = roots.distinct(name="roots").map_columns(lambda n: (n, np.zeros(len(n), np.int64)))
+    start = (
+        roots.packed(name="roots.packed")
+        .distinct(name="roots")
+        .map_columns(lambda n: (n, np.zeros(len(n), np.int64)))
+    )
 
     def body(dist: Collection) -> Collection:
         inner = edges.enter(dist.scope)
@@ -135,8 +143,10 @@ def approximate_shortest_paths(
     ``d(src, L) + d(L, dst)`` over landmarks ``L`` (an upper bound on the distance, exact when
     a landmark lies on a shortest path), from one BFS per landmark run together."""
     both = undirected(edges)
-    start = landmarks.distinct(name="landmarks").map_columns(
-        lambda n: (_pairs(n, n), np.zeros(len(n), np.int64))
+    start = (
+        landmarks.packed(name="landmarks.packed")
+        .distinct(name="landmarks")
+        .map_columns(lambda n: (_pairs(n, n), np.zeros(len(n), np.int64)))
     )
 
     def body(dist: Collection) -> Collection:  # ((node, landmark), hops)

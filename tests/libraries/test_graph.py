@@ -39,6 +39,23 @@ def edge_histories(draw: Any) -> list[list[tuple[tuple[int, int], int]]]:
     return epochs
 
 
+NODE_KINDS = st.sampled_from(["int", "str", "tuple"])
+
+
+def relabelled(kind: str) -> Any:
+    """Node ``n`` as a value of ``kind``: tuples and strings are dictionary-encoded (and a
+    collection of tuple nodes, such as the roots, holds them as single values)."""
+    if kind == "str":
+        return lambda n: f"v{n}"
+    if kind == "tuple":
+        return lambda n: (n % 3, f"v{n}")
+    return lambda n: n
+
+
+def relabel_epochs(epochs: Any, node: Any) -> Any:
+    return [[((node(a), node(b)), d) for (a, b), d in changes] for changes in epochs]
+
+
 def graphs_at(epochs: list[list[tuple[tuple[int, int], int]]]) -> list[nx.DiGraph]:
     out, edges = [], set()
     for changes in epochs:
@@ -76,8 +93,11 @@ def components(g: nx.DiGraph) -> Counter[Any]:
 
 
 @FAST
-@given(edge_histories(), layouts, st.booleans())
-def test_wcc(epochs: Any, workers: int, prioritized: bool) -> None:
+@given(edge_histories(), layouts, st.booleans(), NODE_KINDS)
+def test_wcc(epochs: Any, workers: int, prioritized: bool, kind: str) -> None:
+    if prioritized:
+        kind = "int"  # priorities are computed from integer labels
+    epochs = relabel_epochs(epochs, relabelled(kind))
     got = run(
         lambda s: graph.wcc(Collection.from_epochs(s, epochs), prioritized).changes(),
         len(epochs),
@@ -87,18 +107,21 @@ def test_wcc(epochs: Any, workers: int, prioritized: bool) -> None:
 
 
 @FAST
-@given(edge_histories(), layouts)
-def test_reachability_and_bfs(epochs: Any, workers: int) -> None:
+@given(edge_histories(), layouts, NODE_KINDS)
+def test_reachability_and_bfs(epochs: Any, workers: int, kind: str) -> None:
+    node = relabelled(kind)
+    epochs, root = relabel_epochs(epochs, node), node(0)
+
     def build(scope: Any) -> Any:
         edges = Collection.from_epochs(scope, epochs)
-        roots = Collection.from_epochs(scope, [[(0, 1)]])
+        roots = Collection.from_epochs(scope, [[(root, 1)]])
         return graph.reachability(edges, roots).changes(), graph.bfs(edges, roots).changes()
 
     results = naiad.run(build, workers=workers)
     reach = accumulate([r[0] for r in results], len(epochs))
     hops = accumulate([r[1] for r in results], len(epochs))
     for e, g in enumerate(graphs_at(epochs)):
-        dist = nx.single_source_shortest_path_length(g, 0) if 0 in g else {0: 0}
+        dist = nx.single_source_shortest_path_length(g, root) if root in g else {root: 0}
         assert reach[e] == Counter({n: 1 for n in dist})
         assert hops[e] == Counter({(n, d): 1 for n, d in dist.items()})
 
