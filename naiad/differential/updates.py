@@ -479,14 +479,25 @@ def _from_columns(columns: list[np.ndarray]) -> Updates:
 register_columnar(Updates, "naiad.Updates", _to_columns, _from_columns)
 
 
-def stable_hash(value: Any) -> int:
-    """A hash equal in every process (for routing records by value).
+_HASH_MASK = 0x7FFFFFFFFFFFFFFF
+_INT64_RANGE = 2.0**63
 
-    >>> stable_hash("word") == stable_hash("word"), stable_hash(7)
-    (True, 7)
+
+def stable_hash(value: Any) -> int:
+    """A hash equal in every process (for routing records by value); equal numbers hash
+    alike whatever their type (``2 == 2.0 == np.int64(2)``), as :func:`route` does for numeric
+    columns, so equal keys meet on one worker however they were written.
+
+    >>> stable_hash("word") == stable_hash("word"), stable_hash(7), stable_hash(7.0)
+    (True, 7, 7)
     """
-    if isinstance(value, bool | int):
-        return int(value) & 0x7FFFFFFFFFFFFFFF
+    if isinstance(value, bool | int | np.integer):
+        return int(value) & _HASH_MASK
+    if isinstance(value, float | np.floating):
+        value = float(value)
+        if value.is_integer() and -_INT64_RANGE <= value < _INT64_RANGE:
+            return int(value) & _HASH_MASK
+        return int(np.float64(value).view(np.int64)) & _HASH_MASK  # its bits
     if isinstance(value, str):
         return zlib.crc32(value.encode())
     if isinstance(value, bytes):
@@ -495,7 +506,7 @@ def stable_hash(value: Any) -> int:
         h = 0x345678
         for item in value:
             h = (h * 1000003) ^ stable_hash(item)
-        return h & 0x7FFFFFFFFFFFFFFF
+        return h & _HASH_MASK
     return zlib.crc32(repr(value).encode())
 
 
@@ -503,5 +514,11 @@ def route(updates: Updates) -> np.ndarray:
     """Per update, a routing key computed from its data (vectorized for integer data)."""
     column = updates.data[0]
     if column.dtype.kind in "iub":
-        return column.astype(np.int64) & 0x7FFFFFFFFFFFFFFF
+        return column.astype(np.int64) & _HASH_MASK
+    if column.dtype.kind == "f":  # integral values as the equal integers, others by their bits
+        floats = column.astype(np.float64)
+        with np.errstate(invalid="ignore"):  # out of int64's range: not integral here
+            ints = floats.astype(np.int64)
+        integral = (ints == floats) & (floats >= -_INT64_RANGE) & (floats < _INT64_RANGE)
+        return np.where(integral, ints, floats.view(np.int64)) & _HASH_MASK
     return np.fromiter((stable_hash(v) for v in column), np.int64, len(column))

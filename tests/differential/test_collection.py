@@ -148,3 +148,26 @@ def test_a_reduce_function_returning_no_pairs_gets_a_clear_error() -> None:
     with pytest.raises(TypeError, match=r"\(value, count\) pairs.*key 1 it returned 1") as info:
         naiad.run(build)
     assert "'lengths'" in "".join(getattr(info.value, "__notes__", []))
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_equal_keys_of_different_types_meet_on_any_number_of_workers(workers: int) -> None:
+    """An int-keyed collection joined with float keys and with an ``object`` column holding
+    numbers: the same matches on every number of workers (``2 == 2.0``)."""
+
+    def build(scope: naiad.Scope) -> Any:
+        ints = Collection.from_epochs(scope, [[((k, "i"), 1) for k in range(6)]])
+        floats = Collection.from_epochs(scope, [[((float(k), "f"), 1) for k in range(6)]])
+        mixed = Collection.from_epochs(scope, [[((k, "m"), 1) for k in ["x", 2.0, 3, 4.5]]])
+        keys = Collection.from_epochs(scope, [[(2.0, 1), (4.5, 1), (np.int64(5), 1)]])
+        return (
+            ints.join(floats).changes(),
+            ints.join(mixed).changes(),
+            ints.semijoin(keys).changes(),
+        )
+
+    results = naiad.run(build, workers=workers)
+    got = [sorted((r[0], *r[1:]) for part in results for r, _, _ in part[i]) for i in range(3)]
+    assert got[0] == [(k, "i", "f") for k in range(6)]
+    assert got[1] == [(2, "i", "m"), (3, "i", "m")]
+    assert got[2] == [(2, "i"), (5, "i")]
