@@ -23,6 +23,8 @@ pending its output frontier is the input's (a reduce that defers no work holds n
 
 from __future__ import annotations
 
+import itertools
+import numbers
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -115,10 +117,20 @@ class SumLogic(Logic):
             )
         starts = group_starts(keys)
         (v,) = vals
-        if v.dtype == object:
-            raise TypeError("sum: values must be numbers")
+        ones = np.ones(len(starts), dtype=np.int64)
+        if v.dtype == object:  # ints beyond 64 bits, or ints and floats that numpy would round
+            values = v.tolist()
+            if not all(isinstance(x, numbers.Number) for x in values):
+                raise TypeError("sum: values must be numbers")
+            bounds, weights = [*starts.tolist(), len(values)], counts.tolist()
+            sums = np.empty(len(starts), dtype=object)
+            sums[:] = [
+                sum(x * c for x, c in zip(values[a:b], weights[a:b], strict=True))
+                for a, b in itertools.pairwise(bounds)
+            ]
+            return keys[starts], (sums,), ones
         sums = np.add.reduceat(v * counts, starts) if len(starts) else v[:0]
-        return keys[starts], (sums,), np.ones(len(starts), dtype=np.int64)
+        return keys[starts], (sums,), ones
 
 
 class ExtremeLogic(Logic):
@@ -339,7 +351,7 @@ class ReduceVertex(Vertex):
         k, vals, counts = _accumulate(source, keys, t, gathered_in)
         vals = tuple(source.decode(i + 1, v) for i, v in enumerate(vals))
         ok, ovals, ocounts = self.logic(k, vals, counts, lambda c: source.decode(0, c))
-        ovals = output.encode(ovals, start=1)
+        ovals, gathered_out = self._stored(ovals, keys, gathered_out)
         hk, hvals, hcounts = _accumulate(output, keys, t, gathered_out)
         if len(hk):
             dk = np.concatenate([ok.astype(hk.dtype), hk])
@@ -351,6 +363,19 @@ class ReduceVertex(Vertex):
         no_since = np.zeros((0, output.depth + 1), np.int64)
         batch = Batch.sealed(dk, dvals, times, dd, output.upper, output.upper, no_since, output.lex)
         return batch, fresh_k, fresh_t
+
+    def _stored(
+        self, ovals: Columns, keys: np.ndarray, gathered_out: tuple[Any, ...]
+    ) -> tuple[Columns, tuple[Any, ...]]:
+        """The logic's output value columns as the output spine stores them, and the keys'
+        output history: gathered again if storing the new values switched a column to codes
+        (the history gathered before holds the numbers the codes replaced)."""
+        output = self.output
+        before = [bool(e) for e in output.encoded]
+        ovals = output.encode(ovals, start=1)
+        if [bool(e) for e in output.encoded[: len(before)]] != before:
+            gathered_out = output.gather(keys)
+        return ovals, gathered_out
 
     def _small_changes(
         self,
@@ -380,7 +405,7 @@ class ReduceVertex(Vertex):
                     fresh.add((row[0], lub))
             return acc
 
-        acc_in, acc_out = accumulate(gathered_in), accumulate(gathered_out)
+        acc_in = accumulate(gathered_in)
         rows = sorted(r for r, c in acc_in.items() if c)
         in_vals = gathered_in[1]
         k = np.array([r[0] for r in rows], dtype=keys.dtype)
@@ -390,7 +415,8 @@ class ReduceVertex(Vertex):
         )
         counts = np.array([acc_in[r] for r in rows], dtype=np.int64)
         ok, ovals, ocounts = self.logic(k, vals, counts, lambda c: source.decode(0, c))
-        ovals = output.encode(ovals, start=1)
+        ovals, gathered_out = self._stored(ovals, keys, gathered_out)
+        acc_out = accumulate(gathered_out)
         changes = dict.fromkeys(acc_out, 0)
         for row, c in zip(
             zip(ok.tolist(), *[v.tolist() for v in ovals], strict=True),

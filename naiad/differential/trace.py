@@ -236,6 +236,7 @@ class Spine:
         self.depth, self.lex, self.name = depth, tuple(lex), name
         self.batches: list[Batch] = []
         self.encoded: list[bool | None] = [None]  # grows to the records' width
+        self.kinds: list[str] = [""]  # per numeric column: "i", "f", or "if" (both, exactly)
         self.upper = np.zeros((1, depth + 1), dtype=np.int64)  # the minimum time
         self.next_seq = 0
         self.handles: weakref.WeakSet[TraceHandle] = weakref.WeakSet()
@@ -246,7 +247,8 @@ class Spine:
     def encode(self, columns: Sequence[np.ndarray], start: int = 0) -> Columns:
         """Columns ``start``, ``start + 1``, ... as stored: ``object`` columns interned. A column
         that was numeric so far and now brings Python objects switches the whole spine to codes
-        for that column."""
+        for that column; so does one whose integers and floats would merge into floats that
+        round some integer (beyond 2**53)."""
         out = []
         if start == 0 and self.batches and len(columns) != self.width:
             raise ValueError(
@@ -255,6 +257,7 @@ class Spine:
             )
         while len(self.encoded) < start + len(columns):
             self.encoded.append(None)
+            self.kinds.append("")
         for i, col in enumerate(columns, start):
             if col.dtype == object:
                 if self.encoded[i] is False:
@@ -264,8 +267,27 @@ class Spine:
             else:
                 if self.encoded[i] is None:
                     self.encoded[i] = False
+                if self.encoded[i] is False and self._would_round(i, col):
+                    self._recode(i)
+                    self.encoded[i] = True
                 out.append(INTERNER.encode(col.astype(object)) if self.encoded[i] else col)
         return tuple(out)
+
+    def _would_round(self, i: int, col: np.ndarray) -> bool:
+        """Whether numeric ``col`` beside the batches' column ``i`` would round an integer:
+        integer and float batches merge into floats, exact only up to 2**53. Checked when the
+        two kinds first meet, and then for every integer batch."""
+        kind, seen = ("f" if col.dtype.kind in "fc" else "i"), self.kinds[i]
+        if not seen:
+            self.kinds[i] = kind
+        if seen in ("", kind) or (seen == "if" and kind == "f"):
+            return False
+        ints = [col] if kind == "i" else []
+        if seen != "if":  # the two kinds meet: the integers stored so far count too
+            stored = (b.keys if i == 0 else b.vals[i - 1] for b in self.batches)
+            ints += [c for c in stored if c.dtype.kind in "iub"]
+        self.kinds[i] = "if"
+        return any(len(c) and (c.min() < -(2**53) or c.max() > 2**53) for c in ints)
 
     def _recode(self, i: int) -> None:
         def code(col: np.ndarray) -> np.ndarray:

@@ -33,10 +33,40 @@ def _column(values: Sequence[Any]) -> np.ndarray:
         array = np.asarray(values)
     except ValueError:  # ragged values (tuples of different shapes, mixed types)
         array = np.empty(0)
-    if array.ndim != 1 or array.dtype.kind not in "biuf" or len(array) != len(values):
+    if (
+        array.ndim != 1
+        or array.dtype.kind not in "biuf"
+        or len(array) != len(values)
+        or (array.dtype.kind == "f" and _inexact_ints(values))
+    ):
         array = np.empty(len(values), dtype=object)
         array[:] = list(values)
     return array
+
+
+def concat_column(parts: Sequence[np.ndarray]) -> np.ndarray:
+    """The parts of a column one after the other; integers and floats together become an
+    ``object`` column when floats would round an integer (beyond 2**53), as :func:`_column`
+    decides for Python values.
+
+    >>> concat_column([np.array([2**60 + 1]), np.array([0.5])]).tolist()
+    [1152921504606846977, 0.5]
+    >>> concat_column([np.array([3]), np.array([0.5])]).dtype.name
+    'float64'
+    """
+    kinds = {p.dtype.kind for p in parts}
+    if "f" in kinds and kinds & {"i", "u"}:
+        ints = [p for p in parts if p.dtype.kind in "iu" and len(p)]
+        if any(p.min() < -(2**53) or p.max() > 2**53 for p in ints):
+            out = np.empty(sum(len(p) for p in parts), dtype=object)
+            out[:] = [x for p in parts for x in p.tolist()]
+            return out
+    return np.concatenate(parts)
+
+
+def _inexact_ints(values: Sequence[Any]) -> bool:
+    """Whether a float column made of ``values`` would round some integer (beyond 2**53)."""
+    return any(type(v) is int and not -(2**53) <= v <= 2**53 for v in values)
 
 
 def columns_of(values: Sequence[Any]) -> tuple[np.ndarray, ...]:
@@ -47,6 +77,8 @@ def columns_of(values: Sequence[Any]) -> tuple[np.ndarray, ...]:
     [[1, 2], ['a', 'b']]
     >>> [c.tolist() for c in columns_of([3, 4])]
     [[3, 4]]
+    >>> [c.dtype.kind for c in columns_of([(2**60 + 1, 0.5), (0.5, 2)])]  # no int rounded
+    ['O', 'f']
     """
     if values and isinstance(values[0], tuple):
         width = len(values[0])
@@ -429,7 +461,7 @@ class Updates:
         batches = [self, *others]
         if len({len(b.data) for b in batches}) > 1:  # records of different shapes: one column
             batches = [b.as_one_column() for b in batches]
-        data = tuple(np.concatenate(cols) for cols in zip(*(b.data for b in batches), strict=True))
+        data = tuple(concat_column(cols) for cols in zip(*(b.data for b in batches), strict=True))
         return Updates(
             data,
             np.concatenate([b.times for b in batches]),

@@ -3,6 +3,7 @@ several epochs, on 1, 2 and 4 workers and on two simulated processes."""
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from typing import Any
 
@@ -171,3 +172,31 @@ def test_equal_keys_of_different_types_meet_on_any_number_of_workers(workers: in
     assert got[0] == [(k, "i", "f") for k in range(6)]
     assert got[1] == [(2, "i", "m"), (3, "i", "m")]
     assert got[2] == [(2, "i"), (5, "i")]
+
+
+@pytest.mark.parametrize("vectorized", [False, True])
+def test_a_reduce_whose_output_values_turn_from_numbers_to_strings(vectorized: bool) -> None:
+    """The output column switches to dictionary codes when strings first appear; the
+    retraction of the earlier number must still be that number (it came out as the string
+    whose code equalled it)."""
+    from tests.differential.reference import vectorized_reduce
+
+    def size(key: Any, values: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
+        n = sum(c for _, c in values)
+        return [(n if n < 2 else f"many{n}", 1)]
+
+    epochs = [[((1, "a"), 1), ((2, "a"), 1)], [((1, "b"), 1)], [((1, "c"), 1), ((2, "q"), 1)]]
+    with vectorized_reduce() if vectorized else contextlib.nullcontext():
+        results = naiad.run(lambda s: Collection.from_epochs(s, epochs).reduce(size).changes())
+    got = sorted(((t, repr(r), d) for r, t, d in results[0]))
+    want = [
+        (0, "(1, 1)", 1),
+        (0, "(2, 1)", 1),
+        (1, "(1, 'many2')", 1),
+        (1, "(1, 1)", -1),
+        (2, "(1, 'many2')", -1),
+        (2, "(1, 'many3')", 1),
+        (2, "(2, 'many2')", 1),
+        (2, "(2, 1)", -1),
+    ]
+    assert got == sorted(want)
