@@ -123,3 +123,22 @@ def mismatched(scope: naiad.Scope) -> list[tuple[Any, Any]]:
     if os.environ.get("NAIAD_PROCESS") == "1":
         stream = stream.map(lambda x: x)
     return stream.collect()
+
+
+BIG = 2**60 + 1  # an int64 a float64 would round
+
+
+def mixed_values(scope: naiad.Scope) -> tuple[list[Any], list[Any], list[Any]]:
+    """Differential joins whose keys are equal numbers of different types (and integers
+    beyond 64 bits), tuple keys, and a sum over floats: every process must route equal keys
+    alike and carry every value exactly."""
+    from naiad.differential import Collection
+
+    ints = Collection.from_epochs(scope, [[((k, "i"), 1) for k in [*range(6), BIG]]])
+    others = Collection.from_epochs(
+        scope, [[((float(k), "f"), 1) for k in range(6)], [((2**70, "f"), 1), ((BIG, "f"), 1)]]
+    )
+    keyed = Collection.from_epochs(scope, [[(((k % 3, "t"), k), 1) for k in range(6)]])
+    keys = Collection.from_epochs(scope, [[((1, "t"), 1)]])
+    sums = Collection.from_epochs(scope, [[(("s", 0.5), 1), (("s", 2), 2)], [(("s", 0.25), 1)]])
+    return ints.join(others).changes(), keyed.semijoin(keys).changes(), sums.sum().changes()

@@ -83,3 +83,24 @@ def test_distinct_count(transport: str, processes: int, workers: int) -> None:
 def test_processes_that_build_different_dataflows_are_refused() -> None:
     with pytest.raises(RuntimeError, match=r"built a different dataflow"):
         run_everywhere("tests.cluster.builds:mismatched", 1, 2, "tcp")
+
+
+@pytest.mark.parametrize(("transport", "processes", "workers"), CONFIGS)
+def test_keys_of_mixed_numeric_types_and_tuples(
+    transport: str, processes: int, workers: int
+) -> None:
+    results = run_everywhere("tests.cluster.builds:mixed_values", workers, processes, transport)
+
+    def changes(i: int) -> Counter[Any]:
+        return Counter((repr(r), t, d) for part in results for r, t, d in part[i])
+
+    joined = sorted((c for part in results for c in part[0]), key=lambda c: float(c[0][0]))
+    assert [(float(r[0]), r[1:], t, d) for r, t, d in joined] == [
+        *((float(k), ("i", "f"), 0, 1) for k in range(6)),
+        (float(builds.BIG), ("i", "f"), 1, 1),
+    ]
+    assert joined[-1][0][0] == builds.BIG and type(joined[-1][0][0]) is int  # not rounded
+    assert changes(1) == Counter({(repr(((1, "t"), 1)), 0, 1): 1, (repr(((1, "t"), 4)), 0, 1): 1})
+    assert changes(2) == Counter(
+        {(repr(("s", 4.5)), 0, 1): 1, (repr(("s", 4.5)), 1, -1): 1, (repr(("s", 4.75)), 1, 1): 1}
+    )
