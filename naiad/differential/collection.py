@@ -163,11 +163,7 @@ class Collection:
             d = diff_list[epoch] if diff_list is not None else None
             times = np.full((n, 1), epoch, dtype=np.int64)
             batches.append(
-                Updates(
-                    tuple(np.asarray(c) for c in columns),
-                    times,
-                    np.ones(n, np.int64) if d is None else np.asarray(d, dtype=np.int64),
-                )
+                Updates(tuple(np.asarray(c) for c in columns), times, integer_diffs(d, n))
             )
         return Collection(scope.from_epochs(batches, name))
 
@@ -404,6 +400,25 @@ class Collection:
         return view
 
 
+def integer_diffs(diffs: Any, n: int) -> np.ndarray:
+    """``n`` diffs as int64 (``None``: 1 each); a diff must be an integer, never rounded.
+
+    >>> integer_diffs([1.5], 1)
+    Traceback (most recent call last):
+    ...
+    TypeError: diffs are integers, not float64 values
+    """
+    if diffs is None:
+        return np.ones(n, np.int64)
+    d = np.asarray(diffs)
+    if len(d) and d.dtype.kind not in "iu":
+        kind = "integers beyond int64" if d.dtype.kind == "O" else f"{d.dtype} values"
+        raise TypeError(f"diffs are integers, not {kind}")
+    if d.shape != (n,):
+        raise ValueError(f"{n} records need {n} diffs, not an array of shape {d.shape}")
+    return d.astype(np.int64)
+
+
 def _has_nan(record: Any) -> bool:
     """Whether a record is NaN or a tuple with a NaN field (NaN is the one float that is not
     equal to itself)."""
@@ -418,7 +433,7 @@ def updates_of_rows(rows: list[tuple[Any, Any, int]]) -> Updates:
     return Updates(
         columns_of([r for r, _, _ in rows]),
         time_matrix((t for _, t, _ in rows), depth_),
-        np.array([d for _, _, d in rows], dtype=np.int64),
+        integer_diffs([d for _, _, d in rows], len(rows)),
     )
 
 
@@ -504,9 +519,9 @@ class InputSession:
         if any(len(c) != n for c in columns) or (diffs is not None and len(diffs) != n):
             raise ValueError("send_columns: every column (and diffs) must have the same length")
         reject_nan(columns)
+        d = integer_diffs(diffs, n)
         self.flush()
         times = time_matrix([self.handle.epoch], self._depth).repeat(n, axis=0)
-        d = np.ones(n, np.int64) if diffs is None else np.asarray(diffs, dtype=np.int64)
         self.handle.send(Updates(columns, times, d))
 
     def advance_to(self, epoch: Any) -> None:

@@ -200,3 +200,28 @@ def test_a_reduce_whose_output_values_turn_from_numbers_to_strings(vectorized: b
         (2, "(2, 1)", -1),
     ]
     assert got == sorted(want)
+
+
+def test_fractional_diffs_in_static_sources_are_refused_not_rounded() -> None:
+    with pytest.raises(TypeError, match="diffs are integers, not float64"):
+        naiad.run(lambda s: Collection.from_epochs(s, [[(1, 1.5)]]).changes())
+    with pytest.raises(TypeError, match="diffs are integers"):
+        naiad.run(lambda s: Collection.from_columns(s, [(np.array([1]),)], [np.array([0.5])]))
+
+
+async def test_fractional_diffs_sent_as_columns_are_refused_and_nothing_is_lost() -> None:
+    async with naiad.Runtime() as rt:
+
+        def build(scope: naiad.Scope) -> tuple[InputSession, list[Any]]:
+            session, collection = Collection.new_input(scope)
+            return session, collection.changes()
+
+        df = rt.dataflow(build)
+        session = df.results[0][0]
+        session.insert(7)
+        with pytest.raises(TypeError, match="diffs are integers, not float64"):
+            session.send_columns((np.array([1, 2]),), np.array([1.5, 2.0]))
+        session.send_columns((np.array([1, 2]),), np.array([3, -1]))
+        session.close()
+    got = sorted((r, t, d) for _, part in df.results for r, t, d in part)
+    assert got == [(1, 0, 3), (2, 0, -1), (7, 0, 1)]
