@@ -96,11 +96,14 @@ class ThresholdLogic(Logic):
         if self.f is None:
             out = (counts > 0).astype(np.int64)
         else:
-            out = np.asarray(self.f(counts), dtype=np.int64)
-            if out.shape != counts.shape:
+            raw = np.asarray(self.f(counts))
+            if raw.shape != counts.shape:
                 raise ValueError(
                     f"threshold: f must map an array of {len(counts)} counts to as many counts"
                 )
+            if len(raw) and raw.dtype.kind not in "iub":
+                raise TypeError(f"threshold: f must return integer counts, not {raw.dtype}")
+            out = raw.astype(np.int64)
         keep = out != 0
         return keys[keep], tuple(v[keep] for v in vals), out[keep]
 

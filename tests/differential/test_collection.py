@@ -225,3 +225,18 @@ async def test_fractional_diffs_sent_as_columns_are_refused_and_nothing_is_lost(
         session.close()
     got = sorted((r, t, d) for _, part in df.results for r, t, d in part)
     assert got == [(1, 0, 3), (2, 0, -1), (7, 0, 1)]
+
+
+def test_a_threshold_function_must_return_integer_counts() -> None:
+    def halves(counts: np.ndarray) -> np.ndarray:
+        return counts / 2
+
+    with pytest.raises(TypeError, match="integer counts, not float64") as info:
+        naiad.run(lambda s: Collection.from_epochs(s, [[(1, 1)]]).threshold(halves).changes())
+    assert "'threshold" in "".join(getattr(info.value, "__notes__", []))
+
+    def positive(scope: naiad.Scope) -> Any:
+        c = Collection.from_epochs(scope, [[(1, 2), (2, -1)]])
+        return c.threshold(lambda counts: counts > 0).changes()  # booleans count as 0 and 1
+
+    assert naiad.run(positive) == [[(1, 0, 1)]]
