@@ -188,18 +188,22 @@ def test_a_reduce_whose_output_values_turn_from_numbers_to_strings(vectorized: b
     epochs = [[((1, "a"), 1), ((2, "a"), 1)], [((1, "b"), 1)], [((1, "c"), 1), ((2, "q"), 1)]]
     with vectorized_reduce() if vectorized else contextlib.nullcontext():
         results = naiad.run(lambda s: Collection.from_epochs(s, epochs).reduce(size).changes())
-    got = sorted(((t, repr(r), d) for r, t, d in results[0]))
-    want = [
-        (0, "(1, 1)", 1),
-        (0, "(2, 1)", 1),
-        (1, "(1, 'many2')", 1),
-        (1, "(1, 1)", -1),
-        (2, "(1, 'many2')", -1),
-        (2, "(1, 'many3')", 1),
-        (2, "(2, 'many2')", 1),
-        (2, "(2, 1)", -1),
-    ]
-    assert got == sorted(want)
+    # compared by equality: the process-wide interner gives 1 the form of an equal value it
+    # met first (1.0, say, in an earlier test), as a Python dict keeps its first key
+    got = Counter((t, r, d) for r, t, d in results[0])
+    want = Counter(
+        [
+            (0, (1, 1), 1),
+            (0, (2, 1), 1),
+            (1, (1, "many2"), 1),
+            (1, (1, 1), -1),
+            (2, (1, "many2"), -1),
+            (2, (1, "many3"), 1),
+            (2, (2, "many2"), 1),
+            (2, (2, 1), -1),
+        ]
+    )
+    assert got == want
 
 
 def test_fractional_diffs_in_static_sources_are_refused_not_rounded() -> None:
