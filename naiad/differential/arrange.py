@@ -59,6 +59,31 @@ class HeldTimes:
         self.caps = fresh
 
 
+def one_shape(records: np.ndarray) -> None:
+    """Raises ``ValueError`` if a column of whole records mixes tuples of two or more fields
+    with records of another shape: keyed operators take a tuple's first field as its key, so
+    such records have no key in common form (one batch would key them whole, another by field).
+
+    >>> records = np.empty(3, dtype=object)
+    >>> records[:] = [(1, "a"), (1, "b", "c"), None]
+    >>> one_shape(records[:1])
+    >>> one_shape(records)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: records of different shapes (tuples of 2 and 3 fields, and single values) ...
+    """
+    shapes = {len(r) if type(r) is tuple and len(r) > 1 else 1 for r in records.tolist()}
+    if len(shapes) > 1:
+        kinds = sorted(shapes)
+        named = " and ".join(str(k) for k in kinds if k > 1)
+        other = ", and single values" if 1 in shapes else ""
+        raise ValueError(
+            f"records of different shapes (tuples of {named} fields{other}) cannot be keyed: "
+            "keyed operators take a tuple's first field as its key; give every record one "
+            "shape, such as (key, value) pairs with a tuple as the value"
+        )
+
+
 class ArrangeVertex(Vertex):
     """Buffers updates until their times complete; seals them into the spine.
 
@@ -67,8 +92,9 @@ class ArrangeVertex(Vertex):
     loop most of them wait for later priorities over many rounds.
     """
 
-    def __init__(self, spine: Spine) -> None:
+    def __init__(self, spine: Spine, whole: bool = False) -> None:
         self.spine = spine
+        self.whole = whole  # keyed by whole records (arrange_by_self): any shapes may mix
         self.pending: dict[Any, list[Updates]] = {}  # update time -> its updates
         self.held = HeldTimes(spine.lex, spine.depth)
 
@@ -98,6 +124,8 @@ class ArrangeVertex(Vertex):
                 for i in sorted(groups):
                     parts = groups[i]
                     part = parts[0].concat(*parts[1:]) if len(parts) > 1 else parts[0]
+                    if not self.whole and len(part.data) == 1 and part.data[0].dtype == object:
+                        one_shape(part.data[0])
                     batch = spine.insert_updates(
                         part.data[0], part.data[1:], part.times, part.diffs, upper=frontier
                     )
@@ -201,12 +229,12 @@ def _arranged(c: Arranged | Collection) -> Arranged:
     return c if isinstance(c, Arranged) else c.arrange_by_key()
 
 
-def arrange(collection: Collection, name: str = "arrange") -> Arranged:
-    """``collection`` arranged by its first column."""
+def arrange(collection: Collection, name: str = "arrange", whole: bool = False) -> Arranged:
+    """``collection`` arranged by its first column (``whole``: records are whole keys)."""
     scope = collection.stream.scope
     spine = Spine(scope.depth, lattice.scope_lex(scope), name)
     node = scope.add_operator(
-        name, ArrangeVertex(spine), [(collection.stream, Exchange(keys=route))]
+        name, ArrangeVertex(spine, whole), [(collection.stream, Exchange(keys=route))]
     )
     return Arranged(collection.stream.derive(node), spine)
 

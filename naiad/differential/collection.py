@@ -8,9 +8,11 @@ equal ``(data, time)`` pairs once their time is complete, and emits only non-zer
 
 Records that are tuples of one length become one column per field; numbers stay numeric
 columns, other values become ``object`` columns (dictionary-encoded when sorted or arranged:
-one Python dict lookup per value). A float field may not be NaN: NaN is not equal to itself,
-so its changes could never cancel; input sessions refuse it, and an operator that makes one
-fails when the record is consolidated.
+one Python dict lookup per value). Keyed operators take a tuple record's first field as its
+key, so they refuse a collection whose records mix tuple lengths (arrangements by whole
+records, such as a semijoin's keys, take any shapes). A float field may not be NaN: NaN is
+not equal to itself, so its changes could never cancel; input sessions refuse it, and an
+operator that makes one fails when the record is consolidated.
 Routing uses :func:`~naiad.differential.updates.stable_hash`, equal in every process
 (Python's ``hash`` of a string is not), so a cluster agrees on where each record lives.
 """
@@ -268,7 +270,7 @@ class Collection:
         """This collection indexed by whole records: the keys a ``semijoin`` or ``antijoin``
         looks for. A record of several fields is one key, the tuple of its fields
         (:meth:`packed`), so that it meets the records whose first field is that tuple."""
-        return arrange(self.packed(name + ".whole"), name)
+        return arrange(self.packed(name + ".whole"), name, whole=True)
 
     def packed(self, name: str = "packed") -> Collection:
         """Records of several fields as records of one field, the tuple of them (an ``object``

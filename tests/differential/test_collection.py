@@ -244,3 +244,26 @@ def test_a_threshold_function_must_return_integer_counts() -> None:
         return c.threshold(lambda counts: counts > 0).changes()  # booleans count as 0 and 1
 
     assert naiad.run(positive) == [[(1, 0, 1)]]
+
+
+def test_records_of_different_shapes_cannot_be_keyed_but_can_be_whole_keys() -> None:
+    """A tuple's first field is its key: records mixing tuple lengths have no common key form,
+    within one batch or across batches, so keyed operators refuse them; as the keys of a
+    semijoin (whole records) they are fine."""
+    right = [[((1, "x"), 1)]]
+    for epochs in ([[((1, "a"), 1), ((1, "b", "c"), 1)]], [[((1, "a"), 1)], [((1, "b", "c"), 1)]]):
+        with pytest.raises(ValueError, match=r"shapes|same number of fields") as info:
+            naiad.run(
+                lambda s, e=epochs: (
+                    Collection.from_epochs(s, e).join(Collection.from_epochs(s, right)).changes()
+                )
+            )
+        assert "'join.arrange'" in "".join(getattr(info.value, "__notes__", []))
+
+    def paths(scope: naiad.Scope) -> Any:
+        records = Collection.from_epochs(scope, [[(((1, 2, 3), "p"), 1), (((4, 5), "q"), 1)]])
+        keys = Collection.from_epochs(scope, [[((1, 2, 3), 1), (7, 1), ((4, 6), 1)]])
+        return records.semijoin(keys).changes()
+
+    results = naiad.run(paths, workers=2)
+    assert [c for part in results for c in part] == [(((1, 2, 3), "p"), 0, 1)]
