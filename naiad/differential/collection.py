@@ -36,7 +36,7 @@ from naiad.differential.updates import (
     columns_of,
     records_of,
     reject_nan,
-    route,
+    route_records,
     take_rows,
     time_matrix,
 )
@@ -258,7 +258,9 @@ class Collection:
     def consolidate(self, name: str = "consolidate") -> Collection:
         """Equal records at equal times summed, zeros dropped, once each time is complete."""
         node = self.stream.scope.add_operator(
-            name, _Consolidate(lattice.scope_lex(self.scope)), [(self.stream, Exchange(keys=route))]
+            name,
+            _Consolidate(lattice.scope_lex(self.scope)),
+            [(self.stream, Exchange(keys=route_records))],
         )
         return Collection(self.stream.derive(node))
 

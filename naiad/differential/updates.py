@@ -543,8 +543,32 @@ def stable_hash(value: Any) -> int:
 
 
 def route(updates: Updates) -> np.ndarray:
-    """Per update, a routing key computed from its data (vectorized for integer data)."""
-    column = updates.data[0]
+    """Per update, a routing key of its first field, the key (vectorized for numeric data):
+    :func:`stable_hash` of each value."""
+    return column_hashes(updates.data[0])
+
+
+def route_records(updates: Updates) -> np.ndarray:
+    """Per update, :func:`stable_hash` of its whole record, whatever the batch's form: one
+    column per field (combined as ``stable_hash`` combines a tuple's items, in wrapping
+    uint64 arithmetic, whose low 63 bits are those of Python's exact integers) or one column
+    of whole records. Equal records meet on one worker however they were batched.
+
+    >>> u = Updates((np.array([1, 2]), np.array(["a", "b"], dtype=object)),
+    ...             np.zeros((2, 1), np.int64), np.ones(2, np.int64))
+    >>> route_records(u).tolist() == [stable_hash((1, "a")), stable_hash((2, "b"))]
+    True
+    """
+    if len(updates.data) == 1:
+        return column_hashes(updates.data[0])
+    h = np.full(len(updates), 0x345678, dtype=np.uint64)
+    for column in updates.data:
+        h = (h * np.uint64(1000003)) ^ column_hashes(column).astype(np.uint64)
+    return (h & np.uint64(_HASH_MASK)).astype(np.int64)
+
+
+def column_hashes(column: np.ndarray) -> np.ndarray:
+    """:func:`stable_hash` of every value of a column (vectorized for numbers)."""
     if column.dtype.kind in "iub":
         return column.astype(np.int64) & _HASH_MASK
     if column.dtype.kind == "f":  # integral values as the equal integers, others by their bits

@@ -267,3 +267,21 @@ def test_records_of_different_shapes_cannot_be_keyed_but_can_be_whole_keys() -> 
 
     results = naiad.run(paths, workers=2)
     assert [c for part in results for c in part] == [(((1, 2, 3), "p"), 0, 1)]
+
+
+def test_consolidate_meets_a_record_batched_whole_and_by_fields() -> None:
+    """On worker 0 of 4 the second source's batch mixes shapes (one column of whole records);
+    the first holds ('q', 1) as two fields: the two changes must still cancel."""
+
+    def build(scope: naiad.Scope) -> Any:
+        a = Collection.from_epochs(scope, [[(("q", 1), 1)]])
+        b = Collection.from_epochs(scope, [[(("q", 1), -1), (10, 1), (11, 1), (12, 1), (5, 1)]])
+        return a.concat(b).consolidate().changes()
+
+    results = naiad.run(build, workers=4)
+    assert sorted(c for part in results for c in part) == [
+        (5, 0, 1),
+        (10, 0, 1),
+        (11, 0, 1),
+        (12, 0, 1),
+    ]

@@ -248,3 +248,22 @@ def test_a_numeric_column_routes_as_its_values_do(values: list[Any]) -> None:
     times = np.zeros((len(column), 1), dtype=np.int64)
     got = route(Updates((column,), times, np.ones(len(column), np.int64))).tolist()
     assert got == [stable_hash(v) for v in column.tolist()]
+
+
+fields = st.one_of(numbers, st.text(max_size=2), st.tuples(st.integers(0, 3), st.text(max_size=1)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(2, 4).flatmap(lambda w: st.lists(st.tuples(*[fields] * w), min_size=1)))
+def test_records_route_alike_in_columns_and_whole(records: list[tuple[Any, ...]]) -> None:
+    """consolidate's routing: a record goes where ``stable_hash`` of the whole record says,
+    whether its batch holds it as one column per field or as one column of whole records."""
+    from naiad.differential.updates import columns_of, route_records, stable_hash
+
+    times, ones = np.zeros((len(records), 1), np.int64), np.ones(len(records), np.int64)
+    split = Updates(columns_of(records), times, ones)
+    whole = np.empty(len(records), dtype=object)
+    whole[:] = records
+    expected = [stable_hash(r) for r in records]
+    assert route_records(split).tolist() == expected
+    assert route_records(Updates((whole,), times, ones)).tolist() == expected
