@@ -80,7 +80,8 @@ class DataflowBuild:
             names = ", ".join(repr(n) for n in self.open_loops.values())
             raise BuildError(
                 f"dataflow {self.name!r}: feedback {names} was never connected; "
-                f"call stream.connect_loop(handle)"
+                f"call stream.connect_loop(handle) (for a differential Variable: "
+                f"variable.set(result))"
             )
 
 

@@ -285,3 +285,15 @@ def test_consolidate_meets_a_record_batched_whole_and_by_fields() -> None:
         (11, 0, 1),
         (12, 0, 1),
     ]
+
+
+def test_a_variable_never_set_is_a_build_error_that_says_so() -> None:
+    from naiad.differential.iterate import Variable
+
+    def build(scope: naiad.Scope) -> Any:
+        loop = scope.iterative()
+        v = Variable(loop, Collection.from_epochs(scope, [[(1, 1)]]).enter(loop), name="v")
+        return v.collection.leave().changes()
+
+    with pytest.raises(naiad.BuildError, match=r"'v' was never connected.*variable\.set"):
+        naiad.run(build)
