@@ -176,3 +176,11 @@ def test_the_event_loop_survives_a_failed_runtime() -> None:
         return sorted(r for part in df.results for _, r in part)
 
     assert asyncio.run(main()) == [1, 2, 3]
+
+
+@pytest.mark.parametrize("records", [[1.5, 2.5], ["a", "b"]])
+def test_an_exchange_key_that_is_not_an_integer_is_named(records: list[Any]) -> None:
+    with pytest.raises(TypeError, match=r"key\(record\) must return an integer, not") as info:
+        naiad.run(lambda s: s.from_epochs([records]).exchange(key=lambda x: x).collect(), workers=2)
+    assert "naiad: raised in operator" in "".join(getattr(info.value, "__notes__", []))
+    still_works()

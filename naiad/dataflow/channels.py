@@ -56,8 +56,17 @@ class Exchange(Pact):
             key = self.key
             assert key is not None
             parts: list[list[Any]] = [[] for _ in range(peers)]
-            for record in batch:
-                parts[key(record) % peers].append(record)
+            try:
+                for record in batch:
+                    parts[key(record) % peers].append(record)
+            except TypeError:
+                k = key(record)
+                if isinstance(k, int | np.integer):
+                    raise
+                raise TypeError(
+                    f"exchange: key(record) must return an integer, not {k!r} (for {record!r}); "
+                    f"hash other values with naiad.differential.updates.stable_hash"
+                ) from None
             return [(w, part) for w, part in enumerate(parts) if part]
         keys = np.asarray(self.keys(batch), dtype=np.int64)
         workers: np.ndarray
