@@ -284,15 +284,7 @@ class Collection:
         ...           .packed().map_columns(lambda t: np.array([repr(x) for x in t])).changes())
         [[("(1, 'a')", 0, 1)]]
         """
-
-        def whole(*columns: np.ndarray) -> np.ndarray:
-            if len(columns) == 1:
-                return columns[0]
-            out = np.empty(len(columns[0]), dtype=object)
-            out[:] = records_of(columns)
-            return out
-
-        return self.map_columns(whole, name=name)
+        return self._apply(Updates.as_one_column, name)
 
     def join(self, other: Collection | Arranged, name: str = "join") -> Collection:
         """``(key, *values, *other values)`` for every pair of records with equal keys."""

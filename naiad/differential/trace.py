@@ -30,7 +30,13 @@ from typing import Any
 import numpy as np
 
 from naiad.differential import lattice
-from naiad.differential.updates import INTERNER, consolidated, group_starts, take_rows
+from naiad.differential.updates import (
+    INTERNER,
+    consolidated,
+    group_starts,
+    rounds_as_float,
+    take_rows,
+)
 
 Columns = tuple[np.ndarray, ...]
 SMALL_KEYS = 16
@@ -287,7 +293,7 @@ class Spine:
             stored = (b.keys if i == 0 else b.vals[i - 1] for b in self.batches)
             ints += [c for c in stored if c.dtype.kind in "iub"]
         self.kinds[i] = "if"
-        return any(len(c) and (c.min() < -(2**53) or c.max() > 2**53) for c in ints)
+        return any(rounds_as_float(c) for c in ints)
 
     def _recode(self, i: int) -> None:
         def code(col: np.ndarray) -> np.ndarray:

@@ -44,6 +44,19 @@ def _column(values: Sequence[Any]) -> np.ndarray:
     return array
 
 
+EXACT_INTS = 2**53
+"""float64 holds every integer up to this magnitude exactly, and rounds some beyond it."""
+
+
+def rounds_as_float(ints: np.ndarray) -> bool:
+    """Whether an integer column holds a value that float64 would round.
+
+    >>> rounds_as_float(np.array([3, -(2**53)])), rounds_as_float(np.array([2**60 + 1]))
+    (False, True)
+    """
+    return bool(len(ints)) and bool(ints.min() < -EXACT_INTS or ints.max() > EXACT_INTS)
+
+
 def concat_column(parts: Sequence[np.ndarray]) -> np.ndarray:
     """The parts of a column one after the other; integers and floats together become an
     ``object`` column when floats would round an integer (beyond 2**53), as :func:`_column`
@@ -54,19 +67,17 @@ def concat_column(parts: Sequence[np.ndarray]) -> np.ndarray:
     >>> concat_column([np.array([3]), np.array([0.5])]).dtype.name
     'float64'
     """
-    kinds = {p.dtype.kind for p in parts}
-    if "f" in kinds and kinds & {"i", "u"}:
-        ints = [p for p in parts if p.dtype.kind in "iu" and len(p)]
-        if any(p.min() < -(2**53) or p.max() > 2**53 for p in ints):
-            out = np.empty(sum(len(p) for p in parts), dtype=object)
-            out[:] = [x for p in parts for x in p.tolist()]
-            return out
+    floats = any(p.dtype.kind == "f" for p in parts)
+    if floats and any(rounds_as_float(p) for p in parts if p.dtype.kind in "iu"):
+        out = np.empty(sum(len(p) for p in parts), dtype=object)
+        out[:] = [x for p in parts for x in p.tolist()]
+        return out
     return np.concatenate(parts)
 
 
 def _inexact_ints(values: Sequence[Any]) -> bool:
     """Whether a float column made of ``values`` would round some integer (beyond 2**53)."""
-    return any(type(v) is int and not -(2**53) <= v <= 2**53 for v in values)
+    return any(type(v) is int and not -EXACT_INTS <= v <= EXACT_INTS for v in values)
 
 
 def columns_of(values: Sequence[Any]) -> tuple[np.ndarray, ...]:

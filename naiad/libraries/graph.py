@@ -88,6 +88,16 @@ def wcc(edges: Collection, prioritized: bool = False) -> Collection:
     return propagate_min(labels, both, priority, name="wcc")
 
 
+def _node_set(nodes: Collection, name: str) -> Collection:
+    """A collection of nodes as a set of one-field records (a tuple node id stays whole)."""
+    return nodes.packed(name=name + ".packed").distinct(name=name)
+
+
+def _at_zero(nodes: Collection) -> Collection:
+    """``(node, 0)`` for every node."""
+    return nodes.map_columns(lambda n: (n, np.zeros(len(n), np.int64)))
+
+
 def reachability(edges: Collection, roots: Collection) -> Collection:
     """The nodes reachable from ``roots`` (a collection of nodes) along directed edges."""
 
@@ -98,16 +108,12 @@ def reachability(edges: Collection, roots: Collection) -> Collection:
             step.map_columns(lambda n, _, dst: dst).concat(reached).distinct(name="reach.distinct")
         )
 
-    return roots.packed(name="roots.packed").distinct(name="roots").iterate(body, name="reach")
+    return _node_set(roots, "roots").iterate(body, name="reach")
 
 
 def bfs(edges: Collection, roots: Collection) -> Collection:
     """``(node, hops)``: the least number of directed edges from any root."""
-    start = (
-        roots.packed(name="roots.packed")
-        .distinct(name="roots")
-        .map_columns(lambda n: (n, np.zeros(len(n), np.int64)))
-    )
+    start = _at_zero(_node_set(roots, "roots"))
 
     def body(dist: Collection) -> Collection:
         inner = edges.enter(dist.scope)
@@ -121,11 +127,7 @@ def shortest_paths(edges: Collection, roots: Collection, delta: int | None = Non
     """``(node, distance)`` over weighted ``(src, dst, weight)`` edges (weights >= 0), from any
     root (Bellman-Ford, seed 002 Figure 19). With ``delta``, the roots' distances enter in
     priority order ``distance // delta`` (prioritized iteration)."""
-    start = (
-        roots.packed(name="roots.packed")
-        .distinct(name="roots")
-        .map_columns(lambda n: (n, np.zeros(len(n), np.int64)))
-    )
+    start = _at_zero(_node_set(roots, "roots"))
 
     def body(dist: Collection) -> Collection:
         inner = edges.enter(dist.scope)
@@ -143,10 +145,8 @@ def approximate_shortest_paths(
     ``d(src, L) + d(L, dst)`` over landmarks ``L`` (an upper bound on the distance, exact when
     a landmark lies on a shortest path), from one BFS per landmark run together."""
     both = undirected(edges)
-    start = (
-        landmarks.packed(name="landmarks.packed")
-        .distinct(name="landmarks")
-        .map_columns(lambda n: (_pairs(n, n), np.zeros(len(n), np.int64)))
+    start = _node_set(landmarks, "landmarks").map_columns(
+        lambda n: (_pairs(n, n), np.zeros(len(n), np.int64))
     )
 
     def body(dist: Collection) -> Collection:  # ((node, landmark), hops)
