@@ -136,7 +136,15 @@ class Collection:
         """Epoch ``i`` holds the ``(record, diff)`` changes of the ``i``-th list."""
         batches = []
         for epoch, changes in enumerate(epochs):
-            batches.append([(record, epoch, diff) for record, diff in changes])
+            rows = []
+            for change in changes:
+                if not (isinstance(change, tuple) and len(change) == 2):
+                    raise TypeError(
+                        f"from_epochs: epoch {epoch} must hold (record, diff) pairs, not {change!r}"
+                    )
+                check_record(change[0])
+                rows.append((change[0], epoch, change[1]))
+            batches.append(rows)
         stream = scope.from_epochs(batches, name)
         return Collection(stream.map_batch(updates_of_rows))
 
@@ -160,13 +168,15 @@ class Collection:
         """
         batches = []
         diff_list = list(diffs) if diffs is not None else None
-        for epoch, columns in enumerate(epochs):
-            n = len(columns[0])
+        for epoch, raw in enumerate(epochs):
+            columns = tuple(np.asarray(c) for c in raw)
+            if not columns:
+                raise ValueError(f"from_columns: epoch {epoch} has no columns")
+            n = len(columns[0]) if columns[0].ndim else -1
+            check_columns(columns, n)
             d = diff_list[epoch] if diff_list is not None else None
             times = np.full((n, 1), epoch, dtype=np.int64)
-            batches.append(
-                Updates(tuple(np.asarray(c) for c in columns), times, integer_diffs(d, n))
-            )
+            batches.append(Updates(columns, times, integer_diffs(d, n)))
         return Collection(scope.from_epochs(batches, name))
 
     # --- stateless operators -------------------------------------------------------------------
@@ -232,7 +242,17 @@ class Collection:
         >>> naiad.run(build)
         [[((1, 1), 0, 1), ((3, 3), 0, 1)]]
         """
-        return self._apply(lambda u: u.take(np.asarray(predicate(*u.data), dtype=bool)), name)
+
+        def keep(u: Updates) -> Updates:
+            mask = np.asarray(predicate(*u.data), dtype=bool)
+            if mask.shape != (len(u),):
+                raise ValueError(
+                    f"filter_columns: the predicate must return one boolean per record "
+                    f"({len(u)}), not an array of shape {mask.shape}"
+                )
+            return u.take(mask)
+
+        return self._apply(keep, name)
 
     def negate(self, name: str = "negate") -> Collection:
         """Every change with its sign flipped."""
@@ -423,6 +443,44 @@ def _has_nan(record: Any) -> bool:
     return isinstance(record, float | np.floating) and record != record
 
 
+def check_record(record: Any) -> None:
+    """Refuses a record no collection can hold, before it is staged: an unhashable one (it
+    could not be routed, sorted into an arrangement or consolidated: the dataflow would fail
+    later, far from the call) or one with a NaN field.
+
+    >>> check_record((1, [2]))
+    Traceback (most recent call last):
+    ...
+    TypeError: record (1, [2]) is not hashable (unhashable type: 'list'): records must be hashable
+    """
+    try:
+        hash(record)
+    except TypeError as e:
+        raise TypeError(
+            f"record {record!r} is not hashable ({e}): records must be hashable"
+        ) from None
+    if _has_nan(record):
+        raise ValueError(f"record {record!r} has a NaN field: {NAN_MESSAGE}")
+
+
+def check_columns(columns: tuple[np.ndarray, ...], n: int) -> None:
+    """Refuses columns that are not one-dimensional arrays of ``n`` hashable values without
+    NaN (what :func:`check_record` asks of a record, checked per column)."""
+    for i, c in enumerate(columns):
+        if c.ndim != 1 or len(c) != n:
+            raise ValueError(
+                f"column {i} has shape {c.shape}: every column must be one-dimensional, of "
+                f"the same length ({n})"
+            )
+        if c.dtype == object:
+            for row, value in enumerate(c.tolist()):
+                try:
+                    check_record(value)
+                except (TypeError, ValueError) as e:
+                    raise type(e)(f"row {row} of column {i}: {e}") from None
+    reject_nan(columns)
+
+
 def updates_of_rows(rows: list[tuple[Any, Any, int]]) -> Updates:
     """``(record, time, diff)`` triples as a batch (records split into columns)."""
     depth_ = depth(rows[0][1]) if rows else 0
@@ -490,8 +548,7 @@ class InputSession:
     def update(self, record: Any, diff: int) -> None:
         if not isinstance(diff, int | np.integer) or isinstance(diff, bool):
             raise TypeError(f"a diff is an integer, not {diff!r}")
-        if _has_nan(record):
-            raise ValueError(f"record {record!r} has a NaN field: {NAN_MESSAGE}")
+        check_record(record)
         self._staged.append((record, self.handle.epoch, int(diff)))
 
     def insert(self, record: Any) -> None:
@@ -511,10 +568,10 @@ class InputSession:
         """Sends records given as columns (one array per field) at the current epoch, with
         multiplicities ``diffs`` (1 each by default): the bulk path, no per-record work."""
         columns = tuple(np.asarray(c) for c in columns)
-        n = len(columns[0])
-        if any(len(c) != n for c in columns) or (diffs is not None and len(diffs) != n):
-            raise ValueError("send_columns: every column (and diffs) must have the same length")
-        reject_nan(columns)
+        if not columns:
+            raise ValueError("send_columns: a record needs at least one column")
+        n = len(columns[0]) if columns[0].ndim else -1
+        check_columns(columns, n)
         d = integer_diffs(diffs, n)
         self.flush()
         times = time_matrix([self.handle.epoch], self._depth).repeat(n, axis=0)

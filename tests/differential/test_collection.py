@@ -297,3 +297,51 @@ def test_a_variable_never_set_is_a_build_error_that_says_so() -> None:
 
     with pytest.raises(naiad.BuildError, match=r"'v' was never connected.*variable\.set"):
         naiad.run(build)
+
+
+async def test_unhashable_records_are_refused_at_the_input_and_nothing_else_is_lost() -> None:
+    """A record no arrangement could hold fails where it is given, not later inside the
+    dataflow (which would end the computation): the session keeps every other change."""
+    async with naiad.Runtime() as rt:
+
+        def build(scope: naiad.Scope) -> tuple[InputSession, list[Any]]:
+            session, collection = Collection.new_input(scope)
+            return session, collection.distinct().changes()
+
+        df = rt.dataflow(build)
+        session = df.results[0][0]
+        session.insert((1, "a"))
+        with pytest.raises(TypeError, match=r"record \(2, \['b'\]\) is not hashable"):
+            session.insert((2, ["b"]))
+        column = np.empty(2, dtype=object)
+        column[:] = ["c", {"d": 1}]
+        unhashable = r"row 1 of column 1: record \{'d': 1\} is not hashable"
+        with pytest.raises(TypeError, match=unhashable):
+            session.send_columns((np.array([3, 4]), column))
+        with pytest.raises(ValueError, match=r"column 0 has shape \(2, 2\)"):
+            session.send_columns((np.zeros((2, 2)),))
+        session.send_columns((np.array([5]), np.array(["e"], dtype=object)))
+        session.close()
+    got = sorted((r, t, d) for _, part in df.results for r, t, d in part)
+    assert got == [((1, "a"), 0, 1), ((5, "e"), 0, 1)]
+
+
+def test_static_sources_check_their_records_when_the_dataflow_is_built() -> None:
+    with pytest.raises(TypeError, match=r"record \[1, 2\] is not hashable"):
+        naiad.run(lambda s: Collection.from_epochs(s, [[([1, 2], 1)]]).changes())
+    with pytest.raises(TypeError, match=r"epoch 1 must hold \(record, diff\) pairs, not 3"):
+        naiad.run(lambda s: Collection.from_epochs(s, [[(1, 1)], [3]]).changes())
+    with pytest.raises(ValueError, match="NaN"):
+        naiad.run(lambda s: Collection.from_columns(s, [(np.array([1.0, np.nan]),)]).changes())
+    with pytest.raises(ValueError, match=r"column 1 has shape \(3,\)"):
+        naiad.run(lambda s: Collection.from_columns(s, [(np.zeros(2), np.zeros(3))]).changes())
+
+
+def test_filter_columns_needs_one_boolean_per_record() -> None:
+    def build(scope: naiad.Scope) -> Any:
+        c = Collection.from_epochs(scope, [[(1, 1), (2, 1)]])
+        return c.filter_columns(lambda a: np.array([True]), name="odd").changes()
+
+    with pytest.raises(ValueError, match=r"one boolean per record \(2\)") as info:
+        naiad.run(build)
+    assert "'odd'" in "".join(getattr(info.value, "__notes__", []))
