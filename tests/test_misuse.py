@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import numpy as np
 import pytest
 
 import naiad
@@ -103,6 +104,28 @@ async def test_advancing_an_input_backwards_is_rejected_and_loses_nothing() -> N
         handle.send(["b"])  # the handle still works at epoch 3
         assert handle.epoch == 3
     assert out == [(0, "a"), (3, "b")]
+
+
+async def test_epochs_and_probe_times_must_be_integers_and_numpy_integers_are() -> None:
+    """A float epoch passed the order checks and became a float time in the frontiers; a
+    numpy integer, as an epoch taken from an array, failed with an AttributeError."""
+    async with naiad.Runtime() as rt:
+        handle, out, probe = rt.dataflow(
+            lambda s: (lambda h, st: (h, st.collect(), st.probe()))(*s.new_input("ticks"))
+        ).results[0]
+        handle.send(["a"])
+        handle.advance_to(np.int64(2))
+        assert handle.epoch == 2 and type(handle.epoch) is int
+        for bad in (2.5, True, "3"):
+            with pytest.raises(TypeError, match=r"'ticks': an epoch must be an integer"):
+                handle.advance_to(bad)
+        with pytest.raises(TypeError, match=r"a probe's time must be an integer, not 1\.5"):
+            await probe.wait(1.5)
+        handle.send(["b"])  # the handle still works at epoch 2
+        handle.advance_to(3)
+        await probe.wait(np.int64(2))
+        assert not probe.less_equal(np.int64(2)) and probe.less_equal(3)
+    assert out == [(0, "a"), (2, "b")]
 
 
 async def test_sending_after_close_is_rejected() -> None:

@@ -44,7 +44,7 @@ from naiad.operators.input import InputHandle
 from naiad.operators.probe import ProbeHandle
 from naiad.operators.stream import Stream
 from naiad.progress.capability import Capability
-from naiad.progress.timestamp import depth
+from naiad.progress.timestamp import as_time, depth
 
 
 class _Apply(StatelessVertex):
@@ -503,10 +503,14 @@ class View:
     def complete(self, time: Any) -> bool:
         """Whether no more changes at or before ``time`` can arrive."""
         assert self.vertex is not None
-        return not self.vertex.frontier(0).less_equal(time)
+        return not self.vertex.frontier(0).less_equal(self._time(time))
+
+    def _time(self, time: Any) -> Any:
+        return as_time(time, len(self.lex), "a view's time")
 
     def at(self, time: Any) -> dict[Any, int]:
         """``{record: multiplicity}`` at ``time`` (which must be complete)."""
+        time = self._time(time)
         if not self.complete(time):
             raise ValueError(f"view: time {time!r} is not complete yet; its contents may change")
         if not self.updates:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from naiad.actors.vertex import Vertex
 from naiad.progress.capability import Capability
+from naiad.progress.timestamp import as_time, depth
 
 if TYPE_CHECKING:
     from naiad.dataflow.scope import ScopeCore
@@ -81,6 +82,7 @@ class InputHandle:
     def advance_to(self, epoch: Any) -> None:
         """Promises that no more records will be sent at epochs before ``epoch``."""
         cap = self._live()
+        epoch = as_time(epoch, depth(cap.time), f"input {self.name!r}: an epoch")
         if not cap.try_downgrade(epoch):
             raise InputError(
                 f"input {self.name!r}: cannot advance from epoch {cap.time!r} to {epoch!r} "

@@ -10,6 +10,7 @@ from naiad.actors.vertex import Vertex
 from naiad.dataflow.channels import Pipeline
 from naiad.progress.antichain import Antichain, MutableAntichain
 from naiad.progress.capability import Capability
+from naiad.progress.timestamp import as_time
 
 if TYPE_CHECKING:
     from naiad.operators.stream import Stream
@@ -18,8 +19,8 @@ if TYPE_CHECKING:
 class ProbeVertex(Vertex):
     """Consumes and discards; its input frontier is what the handle reports."""
 
-    def __init__(self) -> None:
-        self.handle = ProbeHandle(lambda: self.shard.frontiers[0])
+    def __init__(self, levels: int | None = None) -> None:
+        self.handle = ProbeHandle(lambda: self.shard.frontiers[0], levels)
 
     def on_recv(self, port: int, cap: Capability, batch: Any) -> None:
         pass
@@ -37,8 +38,11 @@ class ProbeHandle:
     ``subscribe`` handle waits for its own callbacks instead).
     """
 
-    def __init__(self, frontier: Callable[[], MutableAntichain | Antichain]) -> None:
+    def __init__(
+        self, frontier: Callable[[], MutableAntichain | Antichain], levels: int | None = None
+    ) -> None:
         self._frontier = frontier
+        self._levels = levels  # the scope's loop depth: times given are checked against it
         self._waiters: list[tuple[Any, asyncio.Future[None]]] = []
         self._failure: BaseException | None = None
 
@@ -46,11 +50,14 @@ class ProbeHandle:
     def frontier(self) -> MutableAntichain | Antichain:
         return self._frontier()
 
+    def _time(self, time: Any) -> Any:
+        return time if self._levels is None else as_time(time, self._levels, "a probe's time")
+
     def less_equal(self, time: Any) -> bool:
-        return self.frontier.less_equal(time)
+        return self.frontier.less_equal(self._time(time))
 
     def less_than(self, time: Any) -> bool:
-        return self.frontier.less_than(time)
+        return self.frontier.less_than(self._time(time))
 
     def done(self) -> bool:
         """Whether no record can ever appear again."""
@@ -58,6 +65,8 @@ class ProbeHandle:
 
     async def wait(self, time: Any = None) -> None:
         """Returns once time ``time`` is complete (every time, if ``time`` is None)."""
+        if time is not None:
+            time = self._time(time)
         if self._ready(time):
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -102,6 +111,6 @@ def probe(stream: Stream, name: str = "probe") -> ProbeHandle:
     >>> asyncio.run(main())
     (False, True)
     """
-    vertex = ProbeVertex()
+    vertex = ProbeVertex(stream.scope.depth)
     stream.scope.add_operator(name, vertex, [(stream, Pipeline())], outputs=0)
     return vertex.handle

@@ -29,12 +29,14 @@ if TYPE_CHECKING:
 
 
 class SubscribeVertex(Vertex):
-    def __init__(self, callback: Callable[[Any, list[Any]], None], minimum: Any) -> None:
+    def __init__(
+        self, callback: Callable[[Any, list[Any]], None], minimum: Any, levels: int | None = None
+    ) -> None:
         self.callback = callback
         self.buffered: dict[Any, list[Any]] = {}
         self.next_epoch: int | None = 0  # the first integer epoch not yet reported
         self.reported = Antichain([minimum])  # the frontier as of the last callbacks
-        self.handle = ProbeHandle(lambda: self.reported)
+        self.handle = ProbeHandle(lambda: self.reported, levels)
 
     def on_recv(self, port: int, cap: Capability, batch: Any) -> None:
         records = self.buffered.get(cap.time)
@@ -81,7 +83,7 @@ def subscribe(
     >>> seen
     [(0, [1]), (1, []), (2, [2, 3])]
     """
-    vertex = SubscribeVertex(callback, stream.scope.minimum())
+    vertex = SubscribeVertex(callback, stream.scope.minimum(), stream.scope.depth)
     stream.scope.add_operator(name, vertex, [(stream, Pipeline())], outputs=0)
     return vertex.handle
 

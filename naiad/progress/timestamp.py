@@ -13,6 +13,7 @@ order lists every time before the times that could follow it.
 
 from __future__ import annotations
 
+import numbers
 from typing import Any, NamedTuple
 
 Timestamp = Any
@@ -144,3 +145,29 @@ def depth(t: Timestamp) -> int:
         t = t.outer
         d += 1
     return d
+
+
+def as_time(value: Any, levels: int, what: str = "a time") -> Timestamp:
+    """``value`` checked as a time of a scope ``levels`` loops deep, as the user may write
+    it: numpy integers become ints; a float, a bool, a string or a time of another depth
+    raises a ``TypeError`` (a float epoch would otherwise pass the order checks and corrupt
+    the frontiers).
+
+    >>> as_time(__import__("numpy").int64(3), 0), as_time(Product(2, 1), 1)
+    (3, Product(outer=2, inner=1))
+    >>> as_time(2.5, 0, "an epoch")
+    Traceback (most recent call last):
+    ...
+    TypeError: an epoch must be an integer, not 2.5
+    """
+    if levels == 0:
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            return int(value)
+        raise TypeError(f"{what} must be an integer, not {value!r}")
+    if isinstance(value, Product | Lex):
+        inner = as_time(value.inner, 0, what + "'s loop counter")
+        return value.__class__(as_time(value.outer, levels - 1, what), inner)
+    raise TypeError(
+        f"{what} inside {levels} loop(s) must be a Product (or Lex) of {levels} level(s), "
+        f"not {value!r}"
+    )

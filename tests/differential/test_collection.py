@@ -345,3 +345,20 @@ def test_filter_columns_needs_one_boolean_per_record() -> None:
     with pytest.raises(ValueError, match=r"one boolean per record \(2\)") as info:
         naiad.run(build)
     assert "'odd'" in "".join(getattr(info.value, "__notes__", []))
+
+
+async def test_a_view_reads_at_integer_times_only() -> None:
+    async with naiad.Runtime() as rt:
+
+        def build(scope: naiad.Scope) -> tuple[InputSession, Any, Any]:
+            session, collection = Collection.new_input(scope)
+            return session, collection.view(), collection.probe()
+
+        session, view, probe = rt.dataflow(build).results[0]
+        session.insert("a")
+        session.advance_to(2)
+        await probe.wait(1)
+        assert view.at(np.int64(1)) == {"a": 1}
+        with pytest.raises(TypeError, match=r"a view's time must be an integer, not 0\.5"):
+            view.at(0.5)
+        session.close()
