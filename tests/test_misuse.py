@@ -207,3 +207,22 @@ def test_an_exchange_key_that_is_not_an_integer_is_named(records: list[Any]) -> 
         naiad.run(lambda s: s.from_epochs([records]).exchange(key=lambda x: x).collect(), workers=2)
     assert "naiad: raised in operator" in "".join(getattr(info.value, "__notes__", []))
     still_works()
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    [
+        ({"workers": "2"}, TypeError, "workers must be an integer, not '2'"),
+        ({"workers": 2.0}, TypeError, r"workers must be an integer, not 2\.0"),
+        ({"processes": True}, TypeError, "processes must be an integer, not True"),
+        ({"workers": 0}, ValueError, "at least 1"),
+        ({"transport": "udp"}, ValueError, "transport must be one of"),
+    ],
+)
+def test_runtime_options_are_checked(options: dict[str, Any], error: type, message: str) -> None:
+    with pytest.raises(error, match=message):
+        naiad.run(lambda s: s.from_epochs([[1]]).collect(), **options)
+    assert naiad.run(lambda s: s.from_epochs([[1]]).collect(), workers=np.int64(2)) == [
+        [(0, 1)],
+        [],
+    ]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import numbers
 import socket
 import subprocess
 from collections.abc import Callable, Coroutine
@@ -110,6 +111,10 @@ class Runtime:
         workers = 1 if workers is None else workers
         processes = 1 if processes is None else processes
         transport = "inproc" if transport is None else transport
+        for what, n in (("workers", workers), ("processes", processes)):
+            if not isinstance(n, numbers.Integral) or isinstance(n, bool):
+                raise TypeError(f"{what} must be an integer, not {n!r}")
+        workers, processes = int(workers), int(processes)
         if workers < 1 or processes < 1:
             raise ValueError(
                 f"workers and processes must be at least 1 (got {workers}, {processes})"
