@@ -45,10 +45,18 @@ class Sink(naiad.Vertex):
 
     def on_recv(self, port: int, cap: naiad.Capability, batch: np.ndarray) -> None:
         peers = self.peers
-        routes = batch & (peers - 1) if peers & (peers - 1) == 0 else batch % peers
         self.received += len(batch)
-        self.misrouted += int(np.count_nonzero(routes != self.index))
         self.checksum = (self.checksum + int(batch.view(np.uint64).sum())) & MASK
+        if peers & (peers - 1) == 0 and len(batch):
+            # Every record has low bits equal to the index exactly when the OR of all records
+            # has no bit the index lacks and the AND all the bits it has: two reductions, no
+            # temporary arrays (the per-record count below cost ~15% of a member's CPU).
+            low = peers - 1
+            both = (int(np.bitwise_or.reduce(batch)) & low, int(np.bitwise_and.reduce(batch)) & low)
+            if both == (self.index, self.index):
+                return
+        routes = batch & (peers - 1) if peers & (peers - 1) == 0 else batch % peers
+        self.misrouted += int(np.count_nonzero(routes != self.index))
 
 
 def worker_batches(seed: int, worker: int, batch: int) -> list[np.ndarray]:
