@@ -121,7 +121,9 @@ class SumLogic(Logic):
         starts = group_starts(keys)
         (v,) = vals
         ones = np.ones(len(starts), dtype=np.int64)
-        if v.dtype == object:  # ints beyond 64 bits, or ints and floats that numpy would round
+        if v.dtype == object or _may_overflow(v, counts):
+            # ints beyond 64 bits, ints and floats that numpy would round, or int64 sums that
+            # could wrap: Python's exact arithmetic
             values = v.tolist()
             if not all(isinstance(x, numbers.Number) for x in values):
                 raise TypeError("sum: values must be numbers")
@@ -132,8 +134,25 @@ class SumLogic(Logic):
                 for a, b in itertools.pairwise(bounds)
             ]
             return keys[starts], (sums,), ones
+        if v.dtype.kind == "u":  # below 2**63 here: as int64, or uint64 x int64 gives floats
+            v = v.astype(np.int64)
         sums = np.add.reduceat(v * counts, starts) if len(starts) else v[:0]
         return keys[starts], (sums,), ones
+
+
+def _may_overflow(values: np.ndarray, counts: np.ndarray) -> bool:
+    """Whether some sum of ``value x count`` over the rows could leave int64 (a bound: the
+    largest magnitudes times the number of rows), for integer columns.
+
+    >>> _may_overflow(np.array([2**62, 1]), np.array([1, 1]))
+    True
+    >>> _may_overflow(np.arange(9), np.ones(9, np.int64))
+    False
+    """
+    if values.dtype.kind not in "iu" or not len(values):
+        return False
+    top = max(abs(int(values.max())), abs(int(values.min())))
+    return top * max(abs(int(counts.max())), abs(int(counts.min()))) * len(values) >= 2**63
 
 
 class ExtremeLogic(Logic):
@@ -315,9 +334,11 @@ class ReduceVertex(Vertex):
         if len(frontier):
             self.handle.set_logical_compaction(self.frontier(0).frontier)
             self.own.set_logical_compaction(self.frontier(0).frontier)
-        if not emitted and not np.array_equal(frontier, output.upper):
-            output.advance_upper(frontier)
-        output.upper = frontier
+        if not np.array_equal(frontier, output.upper):
+            if emitted and not output.listeners:
+                output.upper = frontier  # the batches sent stand for the move; nobody else to tell
+            else:  # an import of this output hears of the move (it holds a capability at upper)
+                output.advance_upper(frontier)
         if not len(frontier):
             self.handle.close()
             self.own.close()

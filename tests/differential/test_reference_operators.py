@@ -294,10 +294,14 @@ def test_threshold(epochs: Any, layout: Any) -> None:
     ref.check(results, want)
 
 
+# summands: small ints, int64's ends (whose sums leave int64) and ints beyond it
+SUMMANDS = {"small": st.integers(-3, 3), "edge": ref.EDGE_INTS, "huge": ref.HUGE_INTS}
+
+
 @FAST
 @given(
-    st.sampled_from(sorted(ref.KEY_KINDS)).flatmap(
-        lambda k: histories(st.tuples(ref.KEY_KINDS[k], st.integers(-3, 3)))
+    st.tuples(st.sampled_from(sorted(ref.KEY_KINDS)), st.sampled_from(sorted(SUMMANDS))).flatmap(
+        lambda kv: histories(st.tuples(ref.KEY_KINDS[kv[0]], SUMMANDS[kv[1]]))
     ),
     layouts,
 )

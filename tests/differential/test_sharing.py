@@ -184,3 +184,45 @@ async def test_import_after_the_source_dataflow_finished_into_two_dataflows(work
     for df in imports:
         check_from([r[0] for r in df.results], ref.expect_unary(a, lambda x: x), 0)
         check_from([r[1] for r in df.results], ref.expect_unary(a, ref.count), 0)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+async def test_an_imported_reduce_output_keeps_up_and_finishes(workers: int) -> None:
+    """A reduce's output is an arrangement too; an import of it must hear of every frontier
+    move, including those of rounds that emitted changes (it lagged an epoch behind and never
+    finished when the source closed)."""
+    from naiad.differential.reduce import CountLogic
+
+    async with naiad.Runtime(workers) as rt:
+
+        def first(scope: Any) -> Any:
+            session, collection = Collection.new_input(scope)
+            counted = collection.arrange_by_key().reduce(CountLogic())
+            return session, counted.trace, counted.stream.probe()
+
+        df1 = rt.dataflow(first)
+        sessions = [r[0] for r in df1.results]
+        probe1 = df1.results[0][2]
+        sessions[0].insert((1, 10))
+        for s in sessions:
+            s.advance_to(1)
+        await probe1.wait(0)
+
+        def second(scope: Any) -> Any:
+            imported = import_trace(df1.results[scope.index][1], scope)
+            return imported.as_collection().changes(), imported.stream.probe()
+
+        df2 = rt.dataflow(second)
+        for r in df1.results:
+            r[1].close()
+        probe2 = df2.results[0][1]
+        for epoch in (1, 2):
+            sessions[0].insert((2, epoch))
+            for s in sessions:
+                s.advance_to(epoch + 1)
+            await asyncio.wait_for(probe2.wait(epoch), 10)
+        for s in sessions:
+            s.close()
+        await asyncio.wait_for(df2.finished(), 10)
+    got = sorted(c for part in df2.results for c in part[0])
+    assert got == [((1, 10, 1), 0, 1), ((2, 1, 1), 1, 1), ((2, 2, 1), 2, 1)]
