@@ -226,3 +226,16 @@ def test_runtime_options_are_checked(options: dict[str, Any], error: type, messa
         [(0, 1)],
         [],
     ]
+
+
+def test_sibling_loops_of_one_name_are_told_apart_in_errors() -> None:
+    from naiad.differential import Collection
+
+    def build(scope: naiad.Scope) -> Any:
+        first, second = scope.iterative(), scope.iterative()
+        inside_first = Collection.from_epochs(scope, [[(1, 1)]]).enter(first)
+        return inside_first.enter(second).leave().leave().changes()
+
+    with pytest.raises(ValueError, match="loop 'dataflow/loop#2' is not nested inside the "):
+        naiad.run(build)
+    still_works()

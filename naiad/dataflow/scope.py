@@ -100,6 +100,13 @@ class ScopeCore:
         self.time_class = time_class
         self.name = name
         self.depth: int = 0 if parent is None else parent.depth + 1
+        self._children: dict[str, int] = {}  # loops nested here, per name
+        # Sibling loops of one name get distinct paths ("loop", "loop#2"): error messages
+        # that name two scopes must not name the same one twice.
+        self._label = name
+        if parent is not None:
+            seen = parent._children[name] = parent._children.get(name, 0) + 1
+            self._label = name if seen == 1 else f"{name}#{seen}"
 
     @property
     def index(self) -> int:
@@ -125,7 +132,7 @@ class ScopeCore:
         return self.stream_class(self, node, port)
 
     def path(self) -> str:
-        return self.name if self.parent is None else f"{self.parent.path()}/{self.name}"
+        return self._label if self.parent is None else f"{self.parent.path()}/{self._label}"
 
     def add_operator(
         self,
