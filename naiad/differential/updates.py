@@ -110,7 +110,8 @@ class Interner:
     """Dictionary encoding of Python values as int64 codes, shared by a whole process.
 
     Arrangements store ``object`` columns as codes, so that sorting, merging and joining are
-    numeric; equal values get equal codes everywhere in the process. The price: one dict
+    numeric; equal values get equal codes everywhere in the process, and decode to the form
+    first seen, except that an int replaces an equal float (2 for 2.0). The price: one dict
     lookup per value on the way in, one list index per value on the way out, and the table
     keeps every distinct value ever seen (documented cost of arbitrary Python values).
 
@@ -131,6 +132,10 @@ class Interner:
             if c is None:
                 c = codes[v] = len(values)
                 values.append(v)
+            elif v.__class__ is int and values[c].__class__ is float:
+                # equal values share a code and decode to one form: the int, not the float
+                # (5.0 standing for 5 would round a sum with an int beyond 2**53)
+                values[c] = v
             return c
 
         try:
