@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 import os
 import runpy
+import signal
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -23,6 +25,8 @@ from naiad.runtime import launch
 
 # After one process fails, how long the others get to notice and stop on their own.
 GRACE_SECONDS = 10.0
+# After SIGTERM to the processes of an interrupted launcher, how long before SIGKILL.
+STOP_SECONDS = 5.0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -41,20 +45,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"no such script: {args.script}")
     if args.workers < 1 or args.processes < 1:
         parser.error("-w and -n must be at least 1")
-    if args.process is not None:
-        if args.hostfile is None:
-            parser.error("-p needs --hostfile")
-        return _run_member(
-            args.script,
-            script_args,
-            args.workers,
-            args.processes,
-            args.process,
-            Path(args.hostfile).read_text(),
-        )
-    if args.hostfile is not None:
-        parser.error("--hostfile needs -p (the index of this process)")
-    return _run_local(args.script, script_args, args.workers, args.processes)
+    try:
+        if args.process is not None:
+            if args.hostfile is None:
+                parser.error("-p needs --hostfile")
+            try:
+                hosts = Path(args.hostfile).read_text()
+            except OSError as exc:
+                parser.error(f"cannot read the hostfile {args.hostfile}: {exc.strerror or exc}")
+            return _run_member(
+                args.script, script_args, args.workers, args.processes, args.process, hosts
+            )
+        if args.hostfile is not None:
+            parser.error("--hostfile needs -p (the index of this process)")
+        return _run_local(args.script, script_args, args.workers, args.processes)
+    except launch.LaunchError as exc:  # a bad hostfile or secret: the message says it all
+        print(f"naiad: {exc}", file=sys.stderr)
+        return 2
 
 
 def _run_member(
@@ -84,6 +91,14 @@ def _run_member(
     return 0
 
 
+class _Terminated(Exception):
+    """The launcher got SIGTERM."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise _Terminated
+
+
 def _run_local(script: str, script_args: list[str], workers: int, processes: int) -> int:
     listeners = launch.bind_listeners(processes)
     secret = launch.read_secret() or launch.new_secret()
@@ -92,6 +107,35 @@ def _run_local(script: str, script_args: list[str], workers: int, processes: int
     )
     for sock in listeners:
         sock.close()
+    # Stopped itself (SIGTERM, or SIGINT sent to the launcher alone), the launcher stops its
+    # processes too: none is left running without it.
+    previous = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        return _supervise(children)
+    except (KeyboardInterrupt, _Terminated) as exc:
+        print("naiad: interrupted; stopping the processes", file=sys.stderr)
+        _stop(children)
+        return 130 if isinstance(exc, KeyboardInterrupt) else 143
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _stop(children: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM to every child still running; SIGKILL to those left after the grace period."""
+    for child in children:
+        if child.poll() is None:
+            child.terminate()
+    deadline = time.monotonic() + STOP_SECONDS
+    for child in children:
+        try:
+            child.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+
+def _supervise(children: list[subprocess.Popen[bytes]]) -> int:
+    """Waits for the processes; after the first failure, gives the others a grace period."""
     status = 0
     deadline = None
     while any(c.poll() is None for c in children):

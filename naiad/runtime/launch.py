@@ -9,7 +9,9 @@ by a ``Runtime(processes=P, transport="tcp")`` that launches the others:
 the workers per process; ``NAIAD_ADDRESSES``: ``host:port`` of every process, comma
 separated; ``NAIAD_SECRET`` (or ``NAIAD_SECRET_FILE``): the cluster secret that members prove
 they know; ``NAIAD_LISTEN_FD``: a listening socket the launcher bound for this process (so no
-port can be taken between choosing it and listening on it).
+port can be taken between choosing it and listening on it). ``NAIAD_MAX_PAYLOAD`` (optional,
+the same in every process): the largest frame payload in bytes a process accepts (256 MiB by
+default); larger messages are sent as several.
 
 Local launches bind loopback sockets; a secret is generated when none is given.
 """
@@ -25,6 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from naiad.transport.codec import MAX_PAYLOAD
+
 ENV_PROCESS = "NAIAD_PROCESS"
 ENV_PROCESSES = "NAIAD_PROCESSES"
 ENV_WORKERS = "NAIAD_WORKERS"
@@ -32,6 +36,13 @@ ENV_ADDRESSES = "NAIAD_ADDRESSES"
 ENV_SECRET = "NAIAD_SECRET"
 ENV_SECRET_FILE = "NAIAD_SECRET_FILE"
 ENV_LISTEN_FD = "NAIAD_LISTEN_FD"
+ENV_SELF_LAUNCHED = "NAIAD_SELF_LAUNCHED"
+ENV_MAX_PAYLOAD = "NAIAD_MAX_PAYLOAD"
+ONE_SELF_LAUNCH = (
+    "a script that launches its own cluster (Runtime(processes>1, transport='tcp')) runs one "
+    "such runtime: its other processes run the whole script alongside it. For several "
+    "runtimes in one script, start it with 'naiad run SCRIPT -n P'"
+)
 
 
 class LaunchError(RuntimeError):
@@ -48,6 +59,7 @@ class Member:
     addresses: list[tuple[str, int]]
     secret: bytes
     listen_fd: int | None
+    self_launched: bool = False  # started by a Runtime of process 0, not by 'naiad run'
 
 
 def parse_addresses(text: str) -> list[tuple[str, int]]:
@@ -62,9 +74,14 @@ def parse_addresses(text: str) -> list[tuple[str, int]]:
         if not item or item.startswith("#"):
             continue
         host, sep, port = item.rpartition(":")
-        if not sep or not port.isdigit():
+        if not sep or not port.isdigit() or not host:
             raise LaunchError(f"address {item!r} is not host:port")
-        out.append((host.strip("[]"), int(port)))
+        if not 0 < int(port) < 65536:
+            raise LaunchError(f"address {item!r}: a port is 1..65535")
+        address = (host.strip("[]"), int(port))
+        if address in out:
+            raise LaunchError(f"address {item!r} is listed twice: every process needs its own")
+        out.append(address)
     return out
 
 
@@ -72,8 +89,29 @@ def read_secret(env: os._Environ[str] | dict[str, str] = os.environ) -> bytes | 
     if env.get(ENV_SECRET):
         return env[ENV_SECRET].encode()
     if env.get(ENV_SECRET_FILE):
-        return Path(env[ENV_SECRET_FILE]).read_bytes().strip()
+        path = env[ENV_SECRET_FILE]
+        try:
+            secret = Path(path).read_bytes().strip()
+        except OSError as exc:
+            raise LaunchError(f"{ENV_SECRET_FILE}={path}: {exc.strerror or exc}") from None
+        if not secret:
+            raise LaunchError(f"{ENV_SECRET_FILE}={path} is empty")
+        return secret
     return None
+
+
+def max_payload(env: os._Environ[str] | dict[str, str] = os.environ) -> int:
+    """The frame payload limit: ``NAIAD_MAX_PAYLOAD``, or the codec's default.
+
+    >>> max_payload({"NAIAD_MAX_PAYLOAD": "65536"})
+    65536
+    """
+    text = env.get(ENV_MAX_PAYLOAD)
+    if not text:
+        return MAX_PAYLOAD
+    if not text.isdigit() or not 1024 <= int(text) < 2**32:
+        raise LaunchError(f"{ENV_MAX_PAYLOAD}={text!r}: bytes, from 1024 to 2**32 - 1")
+    return int(text)
 
 
 def member_from_env(env: os._Environ[str] | dict[str, str] = os.environ) -> Member | None:
@@ -95,7 +133,15 @@ def member_from_env(env: os._Environ[str] | dict[str, str] = os.environ) -> Memb
     if secret is None:
         raise LaunchError(f"a cluster member needs {ENV_SECRET} or {ENV_SECRET_FILE}")
     fd = env.get(ENV_LISTEN_FD)
-    return Member(process, processes, workers, addresses, secret, int(fd) if fd else None)
+    return Member(
+        process,
+        processes,
+        workers,
+        addresses,
+        secret,
+        int(fd) if fd else None,
+        env.get(ENV_SELF_LAUNCHED) == "1",
+    )
 
 
 def bind_listeners(count: int, host: str = "127.0.0.1") -> list[socket.socket]:
@@ -117,8 +163,10 @@ def spawn(
     listeners: list[socket.socket],
     secret: bytes,
     indices: Sequence[int],
+    self_launched: bool = False,
 ) -> list[subprocess.Popen[bytes]]:
-    """Starts ``python argv`` once for each process index in ``indices``."""
+    """Starts ``python argv`` once for each process index in ``indices`` (``self_launched``:
+    by a runtime of process 0 running the same script)."""
     addresses = ",".join(f"{s.getsockname()[0]}:{s.getsockname()[1]}" for s in listeners)
     children = []
     for index in indices:
@@ -135,6 +183,8 @@ def spawn(
             }
         )
         env.pop(ENV_SECRET_FILE, None)
+        if self_launched:
+            env[ENV_SELF_LAUNCHED] = "1"
         children.append(subprocess.Popen([sys.executable, *argv], env=env, pass_fds=[fd]))
     return children
 

@@ -81,15 +81,30 @@ class RemotePusher:
         self.buffer = buffer
 
     def push(self, time: Any, batch: Any) -> None:
-        self.buffer.update((self.location, time), 1)
+        parts = encode_message(time, batch)
+        size = sum(p.nbytes if isinstance(p, memoryview) else len(p) for p in parts)
+        limit = self.process.max_payload
+        if size > limit:  # the peer would refuse the frame: send the batch in halves
+            self._split(time, batch, size, limit)
+            return
+        self.buffer.update((self.location, time), 1)  # counted once per message sent
         self.process.send_data(
-            self.peer,
-            self.dataflow,
-            self.channel,
-            self.source,
-            self.target,
-            encode_message(time, batch),
+            self.peer, self.dataflow, self.channel, self.source, self.target, parts, size
         )
+
+    def _split(self, time: Any, batch: Any, size: int, limit: int) -> None:
+        n = len(batch) if hasattr(batch, "__len__") else 0
+        try:
+            halves = (batch[: n // 2], batch[n // 2 :]) if n > 1 else None
+        except (TypeError, KeyError):
+            halves = None
+        if halves is None:
+            raise ValueError(
+                f"a message of {size} bytes for worker {self.target} exceeds the frame limit "
+                f"of {limit} bytes and cannot be split (a batch of {n} records)"
+            )
+        for half in halves:
+            self.push(time, half)
 
 
 class Instance:
@@ -221,7 +236,8 @@ class Process:
         self._data_out = [0] * processes
         self._data_in = [0] * processes
         self.goodbyes: set[int] = set()
-        self._goodbye_event = asyncio.Event()
+        self._lost: set[int] = set()  # peers whose connection closed without a goodbye
+        self._goodbye_event = asyncio.Event()  # set on every goodbye, loss or failure
         self._task: asyncio.Task[None] | None = None
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -246,13 +262,17 @@ class Process:
 
     async def leave(self, timeout: float) -> None:
         """Says goodbye to every peer and waits for theirs (so that no peer mistakes a
-        finished process for a dead one), then closes the transport."""
+        finished process for a dead one), then closes the transport. A peer lost meanwhile, or
+        a failure, ends the wait at once: no goodbye will come."""
         if self.transport is None:
             return
         self.send_control({"goodbye": True})
         try:
             async with asyncio.timeout(timeout):
-                while len(self.goodbyes) < self.processes - 1:
+                while (
+                    len(self.goodbyes | self._lost) < self.processes - 1
+                    and self.runtime._failure is None
+                ):
                     self._goodbye_event.clear()
                     await self._goodbye_event.wait()
         except TimeoutError:
@@ -264,8 +284,11 @@ class Process:
         """Stops this process's work; tells the peers why (before the connections close),
         so that every member reports the cause, not the member that merely stopped next."""
         self.group.stop()
+        self._goodbye_event.set()  # a leave() under way stops waiting
         if self.transport is not None and not isinstance(exc, PeerFailed):
-            cause = f"{type(exc).__name__}: {exc}"
+            # the notes name the operator, worker and time where it was raised
+            notes = "".join(f" ({note})" for note in getattr(exc, "__notes__", ()))
+            cause = f"{type(exc).__name__}: {exc}{notes}"
             self.send_control({"failed": cause[:2000]})
         for instance in list(self.instances.values()):
             instance.fail(exc)
@@ -366,11 +389,24 @@ class Process:
     # --- build agreement across processes -------------------------------------------------------
     def announce(self, ident: int, name: str, build: DataflowBuild) -> None:
         """Tells every peer what this process built, and checks what they said so far."""
+        departed = self._departed_without(ident)
+        if departed:
+            raise ClusterError(
+                f"dataflow {ident} ({name!r}) cannot run: process {departed[0]} has left the "
+                f"cluster without building it; every process must build the same dataflows"
+            )
         digest = hashlib.sha256(repr(build.fingerprint()).encode()).hexdigest()
         self._digests.setdefault(ident, {})[self.index] = digest
         if self.transport is not None:
             self.send_control({"dataflow": ident, "name": name, "digest": digest})
         self._compare_digests(ident)
+
+    def _departed_without(self, ident: int) -> list[int]:
+        """The peers that said goodbye without having announced dataflow ``ident`` (their
+        announcements come before their goodbye on the same connection): it can never
+        complete without their workers."""
+        built = self._digests.get(ident, {})
+        return sorted(p for p in self.goodbyes if p not in built)
 
     def _compare_digests(self, ident: int) -> None:
         digests = self._digests.get(ident, {})
@@ -385,13 +421,25 @@ class Process:
                 )
 
     # --- sending --------------------------------------------------------------------------------
+    @property
+    def max_payload(self) -> int:
+        """The largest data frame the peers accept."""
+        assert self.transport is not None
+        return self.transport.max_payload
+
     def send_data(
-        self, peer: int, dataflow: int, channel: int, source: int, target: int, parts: list[Any]
+        self,
+        peer: int,
+        dataflow: int,
+        channel: int,
+        source: int,
+        target: int,
+        parts: list[Any],
+        length: int,
     ) -> None:
         assert self.transport is not None
         seq = self._data_out[peer]
         self._data_out[peer] = seq + 1
-        length = sum(len(p) if not isinstance(p, memoryview) else p.nbytes for p in parts)
         self.transport.send(
             peer, Header(Kind.DATA, dataflow, channel, source, target, length, seq), parts
         )
@@ -458,6 +506,13 @@ class Process:
             if message.get("goodbye"):
                 self.goodbyes.add(peer)
                 self._goodbye_event.set()
+                for instance in list(self.instances.values()):
+                    if peer in self._departed_without(instance.id):
+                        raise ClusterError(
+                            f"process {peer} left the cluster without building dataflow "
+                            f"{instance.id} ({instance.name!r}), which process {self.index} "
+                            f"built; every process must build the same dataflows"
+                        )
             elif isinstance(message.get("failed"), str):
                 self.runtime._fail(
                     PeerFailed(f"process {peer} stopped the cluster: {message['failed']}")
@@ -472,8 +527,10 @@ class Process:
                 raise FrameError(f"unknown control message {sorted(message)!r}")
 
     def _on_lost(self, peer: int, exc: BaseException) -> None:
+        self._goodbye_event.set()
         if peer in self.goodbyes:
             return
+        self._lost.add(peer)
         self.runtime._fail(
             ClusterError(
                 f"process {peer} disconnected from process {self.index} ({exc}); "

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import numbers
+import os
 import socket
 import subprocess
 from collections.abc import Callable, Coroutine
@@ -151,6 +152,8 @@ class Runtime:
         return self
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc is not None and self._failure is None and self._started:
+            self._fail(exc)  # the peers hear why this process stops, not only that it did
         try:
             if exc_type is None:
                 for dataflow in list(self.dataflows.values()):
@@ -191,7 +194,10 @@ class Runtime:
 
         member = self._member
         listen: socket.socket | None = None
+        if (member is None or member.self_launched) and _self_launches.get(member is None):
+            raise launch.LaunchError(launch.ONE_SELF_LAUNCH)
         if member is None:  # launch the other processes of the cluster ourselves
+            _self_launches[True] = True
             listeners = launch.bind_listeners(self.process_count)
             secret = launch.read_secret() or launch.new_secret()
             self._children = launch.spawn(
@@ -201,6 +207,7 @@ class Runtime:
                 listeners,
                 secret,
                 range(1, self.process_count),
+                self_launched=True,
             )
             addresses = [s.getsockname()[:2] for s in listeners]
             for s in listeners[1:]:
@@ -208,8 +215,11 @@ class Runtime:
             index, listen = 0, listeners[0]
         else:
             index, addresses, secret = member.process, member.addresses, member.secret
+            _self_launches[False] = member.self_launched
             if member.listen_fd is not None:
-                listen = socket.socket(fileno=member.listen_fd)
+                # a duplicate: the transport closes it, and a later runtime of this script
+                # listens on the launcher's socket again
+                listen = socket.socket(fileno=os.dup(member.listen_fd))
         transport = TcpTransport(
             index,
             self.process_count,
@@ -217,6 +227,7 @@ class Runtime:
             secret,
             listen_sock=listen,
             connect_timeout=self.connect_timeout,
+            max_payload=launch.max_payload(),
         )
         return [(index, transport)]
 
@@ -295,6 +306,11 @@ class Runtime:
         if not dataflow.done:
             self.dataflows[ident] = dataflow
         return dataflow
+
+
+_self_launches: dict[bool, bool] = {}
+"""Whether this process already ran a self-launching cluster runtime: as its launcher (key
+True) or as a member it launched (key False)."""
 
 
 def _check_same(builds: list[DataflowBuild]) -> None:

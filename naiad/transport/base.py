@@ -25,7 +25,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from naiad.transport.codec import Header, Kind
+from naiad.transport.codec import MAX_PAYLOAD, Header, Kind
 
 FrameHandler = Callable[[int, Header, memoryview], None]
 LossHandler = Callable[[int, BaseException], None]
@@ -53,6 +53,7 @@ class Transport(ABC):
         self.process = process
         self.processes = processes
         self.stats = TransportStats()
+        self.max_payload = MAX_PAYLOAD  # the largest frame payload a peer accepts
 
     @abstractmethod
     async def start(self, on_frame: FrameHandler, on_lost: LossHandler | None) -> None:

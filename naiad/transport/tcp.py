@@ -191,6 +191,11 @@ def proof(
     return hmac.new(secret, message, hashlib.sha256).digest()
 
 
+def _family(host: str) -> socket.AddressFamily:
+    """IPv6 for an IPv6 address (``::1``), IPv4 otherwise (names resolve to IPv4 here)."""
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
 def listen_socket(host: str = "127.0.0.1", port: int = 0, backlog: int = 128) -> socket.socket:
     """A listening socket bound to ``(host, port)``: loopback and a free port by default.
 
@@ -198,7 +203,7 @@ def listen_socket(host: str = "127.0.0.1", port: int = 0, backlog: int = 128) ->
     (``sock.getsockname()[1]``), builds the address list, and passes each socket as
     ``listen_sock``.
     """
-    sock = socket.create_server((host, port), backlog=backlog)
+    sock = socket.create_server((host, port), family=_family(host), backlog=backlog)
     sock.setblocking(False)
     return sock
 
@@ -586,7 +591,7 @@ class TcpTransport(Transport):
         self._connect_timeout = connect_timeout
         self._handshake_timeout = handshake_timeout
         self._close_timeout = close_timeout
-        self._max_payload = max_payload
+        self._max_payload = self.max_payload = max_payload
         self._send_buffer_limit = send_buffer_limit
         self._loop: asyncio.AbstractEventLoop | None = None
         self._on_frame: FrameHandler | None = None
@@ -625,8 +630,9 @@ class TcpTransport(Transport):
             lsock = self._listen_sock
             if lsock is None:
                 try:
+                    address = self.addresses[self.process]
                     lsock = self._listen_sock = socket.create_server(
-                        self.addresses[self.process], backlog=128
+                        address, family=_family(address[0]), backlog=128
                     )
                 except OSError as exc:
                     raise OSError(
