@@ -239,3 +239,29 @@ def test_sibling_loops_of_one_name_are_told_apart_in_errors() -> None:
     with pytest.raises(ValueError, match="loop 'dataflow/loop#2' is not nested inside the "):
         naiad.run(build)
     still_works()
+
+
+class SendsNone(naiad.Vertex):
+    def on_recv(self, port: int, cap: naiad.Capability, batch: Any) -> None:
+        self.send(cap, None)
+
+
+class SendsOnAMissingPort(naiad.Vertex):
+    def on_recv(self, port: int, cap: naiad.Capability, batch: Any) -> None:
+        self.send(cap, batch, port=3)
+
+
+@pytest.mark.parametrize(
+    ("vertex", "error", "message"),
+    [
+        (SendsNone(), TypeError, "operator 'mine' sent NoneType None: a batch is a list"),
+        (SendsOnAMissingPort(), ValueError, "'mine' has 1 output.*cannot send on output 3"),
+    ],
+)
+def test_a_bad_send_names_the_sender(vertex: naiad.Vertex, error: type, message: str) -> None:
+    """Sending None reached the downstream operator, which failed under its own name; a
+    missing port was a bare IndexError."""
+    with pytest.raises(error, match=message) as info:
+        naiad.run(lambda s: s.from_epochs([[1]]).unary(vertex, name="mine").collect())
+    assert "'mine'" in "".join(getattr(info.value, "__notes__", []))
+    still_works()

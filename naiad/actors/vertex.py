@@ -80,7 +80,13 @@ class Vertex:
     def send(self, at: Capability | Any, batch: Any, port: int = 0) -> None:
         """Sends ``batch`` on output ``port`` at a capability's time, or at a time allowed by
         the current callback's capability."""
-        self.shard.outputs[port].send(at, batch)
+        outputs = self.shard.outputs
+        if not 0 <= port < len(outputs):
+            raise ValueError(
+                f"operator {self.shard.name!r} has {len(outputs)} output(s); it cannot send on "
+                f"output {port}"
+            )
+        outputs[port].send(at, batch)
 
     def notify_at(self, at: Capability | Any) -> None:
         """Requests ``on_notify`` once no message at or before that time can arrive."""
@@ -150,7 +156,12 @@ class OutputPort:
                     f"operator {shard.name!r}: cannot send at time {time!r} while handling "
                     f"time {current.time!r} (sending backwards in time)"
                 )
-        if isinstance(batch, Sized) and len(batch) == 0:
+        if not isinstance(batch, Sized):
+            raise TypeError(
+                f"operator {shard.name!r} sent {type(batch).__name__} {batch!r:.80}: a batch is "
+                f"a list, a numpy array or another sized collection of records"
+            )
+        if len(batch) == 0:
             return
         for pusher in self.pushers:
             pusher.push(time, batch)

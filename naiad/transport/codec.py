@@ -141,7 +141,8 @@ def _default(obj: Any) -> Any:
         return bool(obj)
     raise TypeError(
         f"cannot send a {cls.__module__}.{cls.__qualname__} between processes: records must "
-        f"be None, bool, int, float, str, bytes, lists, tuples, dicts or numpy arrays"
+        f"be None, bool, int, float, str, bytes, lists, tuples, dicts or numpy scalars (a "
+        f"whole batch may be a numpy array, but not a record inside a list)"
     )
 
 
