@@ -17,14 +17,23 @@ from pathlib import Path
 import pytest
 
 CLI = [sys.executable, "-m", "naiad.runtime.cli", "run"]
+# the end of a script whose processes print how they stopped, and exit with status 3 if failed
+REPORTS = """
+try:
+    asyncio.run(main())
+except Exception as exc:
+    os.write(1, f"process {me}: {type(exc).__name__}: {exc}\\n".encode())
+    raise SystemExit(3)
+"""
 
 
 def naiad_run(
-    tmp: Path, body: str, processes: int = 2, env: dict[str, str] | None = None
+    tmp: Path, body: str, env: dict[str, str] | None = None, tail: str = ""
 ) -> subprocess.CompletedProcess[str]:
+    """Runs the script ``body`` (then ``tail``) on two local processes with ``naiad run``."""
     script = tmp / "script.py"
-    script.write_text(textwrap.dedent(body))
-    command = [*CLI, str(script), "-n", str(processes)]
+    script.write_text(textwrap.dedent(body) + tail)
+    command = [*CLI, str(script), "-n", "2"]
     return subprocess.run(
         command, capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})}
     )
@@ -71,12 +80,8 @@ def test_a_failure_after_the_dataflows_finished_reaches_the_others_with_its_caus
                 if me == 1:
                     await asyncio.sleep(0.5)
                     raise RuntimeError("late trouble in process 1")
-        try:
-            asyncio.run(main())
-        except Exception as exc:
-            os.write(1, f"process {me}: {type(exc).__name__}: {exc}\\n".encode())
-            raise SystemExit(3)
         """,
+        tail=REPORTS,
     )
     assert done.returncode == 3
     assert "process 1: RuntimeError: late trouble in process 1" in done.stdout
@@ -103,12 +108,8 @@ def test_an_operator_failure_reaches_the_others_with_operator_and_worker(tmp_pat
                     .collect()
                 )
                 await df.finished()
-        try:
-            asyncio.run(main())
-        except Exception as exc:
-            os.write(1, f"process {me}: {type(exc).__name__}: {exc}\\n".encode())
-            raise SystemExit(3)
         """,
+        tail=REPORTS,
     )
     assert done.returncode == 3
     assert (
