@@ -392,8 +392,9 @@ class Process:
         departed = self._departed_without(ident)
         if departed:
             raise ClusterError(
-                f"dataflow {ident} ({name!r}) cannot run: process {departed[0]} has left the "
-                f"cluster without building it; every process must build the same dataflows"
+                f"process {departed[0]} left the cluster without building dataflow {ident} "
+                f"({name!r}), which process {self.index} built; every process must build the "
+                f"same dataflows"
             )
         digest = hashlib.sha256(repr(build.fingerprint()).encode()).hexdigest()
         self._digests.setdefault(ident, {})[self.index] = digest
