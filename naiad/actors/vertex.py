@@ -79,7 +79,8 @@ class Vertex:
     # --- services --------------------------------------------------------------------------
     def send(self, at: Capability | Any, batch: Any, port: int = 0) -> None:
         """Sends ``batch`` on output ``port`` at a capability's time, or at a time allowed by
-        the current callback's capability."""
+        the current callback's capability. The dataflow owns the batch once sent (it may be
+        delivered later): send a new list rather than clearing and refilling one."""
         outputs = self.shard.outputs
         if not 0 <= port < len(outputs):
             raise ValueError(

@@ -29,10 +29,14 @@ class InputVertex(Vertex):
 
     def __init__(self, name: str) -> None:
         self.cap: Capability | None = None
+        self.started = False
+        self.close_on_start = False  # closed while the dataflow was being built
         self.handle = InputHandle(self, name)
 
     def on_start(self, cap: Capability) -> None:
-        self.cap = cap.retain()
+        self.started = True
+        if not self.close_on_start:
+            self.cap = cap.retain()
 
 
 class InputHandle:
@@ -65,6 +69,11 @@ class InputHandle:
     def _live(self) -> Capability:
         cap = self._vertex.cap
         if cap is None or not cap.valid:
+            if not self._vertex.started:
+                raise InputError(
+                    f"input {self.name!r}: the dataflow is still being built; send once "
+                    f"rt.dataflow(...) has returned (or use from_epochs for fixed data)"
+                )
             raise InputError(f"input {self.name!r} is closed")
         return cap
 
@@ -72,9 +81,13 @@ class InputHandle:
         self._vertex.shard.worker.flush()
 
     def send(self, batch: Iterable[Any]) -> None:
-        """Emits ``batch`` (a list, or a numpy array) at the current epoch."""
+        """Emits ``batch`` (a list, or a numpy array) at the current epoch. A list is copied
+        (the caller may reuse it); an array is not: the dataflow owns it once sent, so do not
+        write to it afterwards."""
         cap = self._live()
-        if not hasattr(batch, "__len__"):
+        if isinstance(batch, list):
+            batch = batch.copy()
+        elif not hasattr(batch, "__len__"):
             batch = list(batch)
         self._vertex.shard.outputs[0].send(cap, batch)
         self._flush()
@@ -115,8 +128,10 @@ class InputHandle:
         >>> asyncio.run(main())
         [(0, 1), (0, 4), (1, 9)]
         """
-        if lag < 0:
-            raise InputError(f"input {self.name!r}: lag must be >= 0, got {lag}")
+        if lag < 1:
+            # lag 0 would wait for epoch e to complete before sending it: never, while this
+            # handle holds it
+            raise InputError(f"input {self.name!r}: lag must be >= 1, got {lag}")
         transport = self._vertex.shard.worker.transport
 
         async def one(batch: Any) -> None:
@@ -138,7 +153,10 @@ class InputHandle:
             self.close()
 
     def close(self) -> None:
-        """No more records at any epoch (idempotent)."""
+        """No more records at any epoch (idempotent; during the build, from the start)."""
+        if not self._vertex.started:
+            self._vertex.close_on_start = True
+            return
         cap = self._vertex.cap
         if cap is not None and cap.valid:
             cap.drop()

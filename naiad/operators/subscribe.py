@@ -3,7 +3,9 @@
 The vertex buffers what arrives per time and, whenever its input frontier moves, hands every
 time that can no longer receive records to the callback, in time order, once. For integer
 epochs, an epoch in which nothing arrived is reported too (with an empty list) once the
-frontier is seen beyond it; when the stream ends, the frontier empties at once and epochs
+frontier is seen beyond it, unless the frontier was seen to jump over more than
+:data:`EMPTY_EPOCHS` at once (epochs that are timestamps): then only the epochs with records
+in that jump are; when the stream ends, the frontier empties at once and epochs
 after the last one seen cannot be told apart from epochs that never existed, so only those
 with records are reported. The callback runs on every worker, with that
 worker's share of the records (exchange to one worker first to see them all in one place).
@@ -28,13 +30,19 @@ if TYPE_CHECKING:
     from naiad.operators.stream import Stream
 
 
+EMPTY_EPOCHS = 100_000
+"""The longest run of empty epochs reported one by one (a frontier jumping further, as with
+epochs that are timestamps, skips the empty ones)."""
+
+
 class SubscribeVertex(Vertex):
     def __init__(
         self, callback: Callable[[Any, list[Any]], None], minimum: Any, levels: int | None = None
     ) -> None:
         self.callback = callback
         self.buffered: dict[Any, list[Any]] = {}
-        self.next_epoch: int | None = 0  # the first integer epoch not yet reported
+        # the first integer epoch not yet reported; None inside a loop (only times seen)
+        self.next_epoch: int | None = 0 if minimum.__class__ is int else None
         self.reported = Antichain([minimum])  # the frontier as of the last callbacks
         self.handle = ProbeHandle(lambda: self.reported, levels)
 
@@ -46,16 +54,17 @@ class SubscribeVertex(Vertex):
 
     def on_frontier(self) -> None:
         lows = self.frontier(0).frontier
-        if lows and lows[0].__class__ is not int:  # times inside a loop: only times seen
-            self.next_epoch = None
         if self.next_epoch is None:
             complete = sorted(t for t in self.buffered if not self.frontier(0).less_equal(t))
         else:
-            # Integer epochs: every epoch before the frontier is complete, empty ones too.
+            # Integer epochs: every epoch before the frontier is complete, empty ones too,
+            # unless the frontier jumped over more than EMPTY_EPOCHS of them (epochs that are
+            # timestamps): then only those with records.
             upto = lows[0] if lows else max(self.buffered, default=self.next_epoch - 1) + 1
-            complete = sorted(
-                {*range(self.next_epoch, upto), *(t for t in self.buffered if t < upto)}
-            )
+            seen = {t for t in self.buffered if t < upto}
+            if upto - self.next_epoch <= EMPTY_EPOCHS:
+                seen.update(range(self.next_epoch, upto))
+            complete = sorted(seen)
             self.next_epoch = max(upto, self.next_epoch)
         for t in complete:
             self.callback(t, self.buffered.pop(t, []))

@@ -125,6 +125,7 @@ class Capability:
         for loc in self._locations:
             buffer.update((loc, old), -1)
         self.time = time
+        self._submit_outside()
 
     def try_downgrade(self, time: Any) -> bool:
         """:meth:`downgrade`, returning ``False`` where it would raise."""
@@ -144,6 +145,14 @@ class Capability:
         self._valid = False
         for loc in self._locations:
             self._buffer.update((loc, self.time), -1)
+        self._submit_outside()
+
+    def _submit_outside(self) -> None:
+        """Outside every callback (a driver coroutine holding a retained capability) no
+        activation follows to submit the worker's progress batch: submit it now."""
+        worker = getattr(self._owner, "worker", None)
+        if worker is not None and worker.stack_depth == 0:
+            worker.flush()
 
     def _release_borrowed(self) -> None:
         self._valid = False

@@ -1,0 +1,135 @@
+"""Driving a dataflow from outside its callbacks: inputs used while the dataflow is built,
+capabilities retained by a vertex and released by the driver, the input's own batches, feed
+pacing, and subscribe's reports inside loops and over epochs that jump."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+import naiad
+from naiad import InputError
+
+
+class HeldSource(naiad.Vertex):
+    """Keeps its initial capability for the driver to use."""
+
+    def on_start(self, cap: naiad.Capability) -> None:
+        self.cap = cap.retain()
+
+    def on_recv(self, port: int, cap: naiad.Capability, batch: Any) -> None:
+        pass
+
+
+async def test_a_capability_released_by_the_driver_moves_the_frontier() -> None:
+    """A downgrade or drop outside every callback only reached the worker's progress batch,
+    which nothing submitted: the frontier stayed where it was, for ever."""
+    source = HeldSource()
+    async with naiad.Runtime() as rt:
+
+        def build(scope: naiad.Scope) -> tuple[Any, Any]:
+            handle, stream = scope.new_input()
+            handle.close()  # during the build: the input holds nothing from the start
+            out = stream.unary(source, name="held")
+            return out.collect(), out.probe()
+
+        out, probe = rt.dataflow(build).results[0]
+        source.send(source.cap, ["x"])
+        source.cap.downgrade(1)
+        await asyncio.wait_for(probe.wait(0), 30)
+        source.send(source.cap, ["y"])
+        source.cap.drop()
+        await asyncio.wait_for(probe.wait(), 30)
+    assert out == [(0, "x"), (1, "y")]
+
+
+async def test_an_input_used_while_the_dataflow_is_built() -> None:
+    """close() during the build was ignored (the dataflow never finished) and send() said the
+    input was closed."""
+    async with naiad.Runtime() as rt:
+
+        def build(scope: naiad.Scope) -> Any:
+            handle, stream = scope.new_input("early")
+            with pytest.raises(InputError, match="'early': the dataflow is still being built"):
+                handle.send([1])
+            handle.close()
+            return stream.collect()
+
+        dataflow = rt.dataflow(build)
+        await asyncio.wait_for(dataflow.finished(), 30)
+    assert dataflow.results == [[]]
+
+
+async def test_the_input_copies_a_list_so_the_caller_may_reuse_it() -> None:
+    async with naiad.Runtime() as rt:
+        handle, out = rt.dataflow(
+            lambda s: (lambda h, st: (h, st.collect()))(*s.new_input())
+        ).results[0]
+        buffer = [1, 2]
+        handle.send(buffer)
+        buffer.clear()
+        buffer.append(3)
+        handle.advance_to(1)
+        handle.send(buffer)
+        buffer.clear()
+        handle.close()
+    assert out == [(0, 1), (0, 2), (1, 3)]
+
+
+async def test_feed_needs_a_lag_of_at_least_one() -> None:
+    """With lag 0, feed waited for epoch e to complete before sending it: for ever."""
+    async with naiad.Runtime() as rt:
+        handle, probe = rt.dataflow(
+            lambda s: (lambda h, st: (h, st.probe()))(*s.new_input("paced"))
+        ).results[0]
+        with pytest.raises(InputError, match="'paced': lag must be >= 1, got 0"):
+            await handle.feed([[1]], probe=probe, lag=0)
+        await asyncio.wait_for(handle.feed([[1], [2]], probe=probe, lag=1), 30)
+
+
+def test_subscribe_inside_a_loop_reports_the_loop_times() -> None:
+    """Inside a loop whose work was done before the subscribe first looked, the subscribe
+    took the loop's times for integer epochs and failed (tuple + int)."""
+    seen: list[Any] = []
+
+    def build(scope: naiad.Scope) -> None:
+        with scope.iterative() as loop:
+            handle, cycle = loop.feedback()
+            body = scope.from_epochs([[3]]).enter(loop).concat(cycle)
+            body.map(lambda x: x - 1).filter(lambda x: x > 0).connect_loop(handle)
+            body.subscribe(lambda t, rs: seen.append((t.inner, sorted(rs))))
+
+    naiad.run(build)
+    assert seen == [(0, [3]), (1, [2]), (2, [1])]
+
+
+async def test_subscribe_skips_a_long_run_of_empty_epochs() -> None:
+    """Epochs that are timestamps: reporting every empty epoch of a jump to 10**12 ran out
+    of memory; short runs of empty epochs are still reported."""
+    seen: list[Any] = []
+    async with naiad.Runtime() as rt:
+        handle, done = rt.dataflow(
+            lambda s: (lambda h, st: (h, st.subscribe(lambda t, rs: seen.append((t, rs)))))(
+                *s.new_input()
+            )
+        ).results[0]
+        handle.send(["a"])
+        handle.advance_to(3)
+        await asyncio.wait_for(done.wait(2), 30)  # a short run: reported one by one
+        handle.send(["b"])
+        handle.advance_to(10**12)  # a long run: skipped
+        await asyncio.wait_for(done.wait(10**12 - 1), 30)
+        handle.send(["c"])
+        handle.advance_to(10**12 + 2)
+        await asyncio.wait_for(done.wait(10**12 + 1), 30)
+        handle.close()
+    assert seen == [
+        (0, ["a"]),
+        (1, []),
+        (2, []),
+        (3, ["b"]),
+        (10**12, ["c"]),
+        (10**12 + 1, []),
+    ]
