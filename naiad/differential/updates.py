@@ -41,7 +41,7 @@ def _column(values: Sequence[Any]) -> np.ndarray:
     ):
         array = np.empty(len(values), dtype=object)
         array[:] = list(values)
-    return array
+    return no_uint64(array)
 
 
 EXACT_INTS = 2**53
@@ -67,12 +67,29 @@ def concat_column(parts: Sequence[np.ndarray]) -> np.ndarray:
     >>> concat_column([np.array([3]), np.array([0.5])]).dtype.name
     'float64'
     """
+    parts = [no_uint64(p) for p in parts]
     floats = any(p.dtype.kind == "f" for p in parts)
     if floats and any(rounds_as_float(p) for p in parts if p.dtype.kind in "iu"):
         out = np.empty(sum(len(p) for p in parts), dtype=object)
         out[:] = [x for p in parts for x in p.tolist()]
         return out
     return np.concatenate(parts)
+
+
+def no_uint64(column: np.ndarray) -> np.ndarray:
+    """A uint64 column as int64 if every value fits, else as Python ints (an ``object``
+    column): numpy turns uint64 and int64 together into float64, which rounds both.
+
+    >>> no_uint64(np.array([3], np.uint64)).dtype.name, no_uint64(np.array([2**63], np.uint64))
+    ('int64', array([9223372036854775808], dtype=object))
+    """
+    if column.dtype.kind != "u" or column.dtype.itemsize != 8:
+        return column
+    if len(column) and int(column.max()) >= 2**63:
+        out = np.empty(len(column), dtype=object)
+        out[:] = column.tolist()
+        return out
+    return column.astype(np.int64)
 
 
 def _inexact_ints(values: Sequence[Any]) -> bool:
@@ -424,6 +441,10 @@ class Updates:
                 f"columns of an update batch must have equal lengths (diffs {n}, times "
                 f"{times.shape}, data {[len(c) for c in data]})"
             )
+        for c in data:
+            if c.dtype.kind == "u" and c.dtype.itemsize == 8:
+                data = tuple(map(no_uint64, data))
+                break
         self.data = data
         self.times = times
         self.diffs = diffs

@@ -80,12 +80,26 @@ def wcc(edges: Collection, prioritized: bool = False) -> Collection:
     label versions, more rounds."""
     both = undirected(edges)
     labels = nodes(edges).map_columns(lambda n: (n, n), name="self_labels")
-    priority = (
-        (lambda n, label: np.log2(1 + np.maximum(label, 0)).astype(np.int64))
-        if prioritized
-        else None
-    )
+    priority = (lambda n, label: _log_priority(label)) if prioritized else None
     return propagate_min(labels, both, priority, name="wcc")
+
+
+def _log_priority(labels: np.ndarray) -> np.ndarray:
+    """``floor(log2(1 + label))`` for non-negative labels (0 for negative ones; float64 may
+    round it near powers of two beyond 2**53, which only reorders work): a label's priority
+    in prioritized WCC, for int64 labels and Python ints beyond them.
+
+    >>> _log_priority(np.array([0, 1, 2**63 - 1])).tolist()
+    [0, 1, 63]
+    """
+    if labels.dtype.kind in "iu":
+        # bit_length of 1 + label, in float64 without the int64 overflow of 1 + (2**63 - 1)
+        ones = np.log2(1.0 + np.maximum(labels, 0).astype(np.float64))
+        return np.floor(ones).astype(np.int64)
+    values = labels.tolist()
+    if not all(isinstance(v, int) for v in values):
+        raise TypeError("wcc(prioritized=True): node ids must be integers")
+    return np.array([(1 + max(v, 0)).bit_length() - 1 for v in values], dtype=np.int64)
 
 
 def _node_set(nodes: Collection, name: str) -> Collection:
@@ -131,11 +145,26 @@ def shortest_paths(edges: Collection, roots: Collection, delta: int | None = Non
 
     def body(dist: Collection) -> Collection:
         inner = edges.enter(dist.scope)
-        step = dist.join(inner, name="sp.join").map_columns(lambda n, d, dst, w: (dst, d + w))
+        step = dist.join(inner, name="sp.join").map_columns(lambda n, d, dst, w: (dst, _plus(d, w)))
         return step.concat(dist).min(name="sp.min")
 
     priority = (lambda n, d: d // delta) if delta else None
     return start.iterate(body, priority=priority, name="sp")
+
+
+def _plus(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a + b``, exactly: where int64 sums would wrap, the column holds Python ints.
+
+    >>> _plus(np.array([2**62]), np.array([2**62])).tolist()
+    [9223372036854775808]
+    """
+    total = a + b
+    ints = total.dtype.kind == "i" and a.dtype.kind == "i" and b.dtype.kind == "i"
+    if ints and (((a ^ total) & (b ^ total)) < 0).any():  # a wrapped sum has the wrong sign
+        exact = np.empty(len(total), dtype=object)
+        exact[:] = [x + y for x, y in zip(a.tolist(), b.tolist(), strict=True)]
+        return exact
+    return total
 
 
 def approximate_shortest_paths(

@@ -319,7 +319,7 @@ STR_VALUES = st.sampled_from(["x", "y", "zz"])
 FLOAT_VALUES = st.sampled_from([-1.5, 0.25, 2.0])
 
 EDGE_INTS = st.sampled_from([-(2**63), -(2**62), 0, 2**62, 2**63 - 1])  # int64's ends
-HUGE_INTS = st.sampled_from([-(2**70), 5, 2**64])  # beyond int64: Python objects
+HUGE_INTS = st.sampled_from([-(2**70), 5, 2**63 + 1, 2**64])  # beyond int64: Python objects
 TUPLE_KEYS = st.sampled_from([(1, "a"), (2, "b"), (1, "b")])  # composite keys
 NUMBERS = st.sampled_from([2**60 + 1, 0.5, 2**61 + 3])  # float64 would round the ints
 

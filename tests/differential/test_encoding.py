@@ -80,3 +80,19 @@ def test_an_int_interned_after_an_equal_float_keeps_sums_exact() -> None:
         return c.sum().changes()
 
     assert naiad.run(build) == [[((False, -(2**70) + five), 0, 1)]]
+
+
+def test_ints_of_uint64s_range_beside_int64s_stay_exact() -> None:
+    """numpy holds ints from 2**63 to 2**64 as uint64, and uint64 with int64 as float64: two
+    such keys merged with a later -1 into one float, counted twice."""
+    epochs = [[(2**63 + 1, 1), (2**63 + 3, 1)], [(-1, 1)], [(2**63 + 1, -1)]]
+
+    def build(scope: naiad.Scope) -> Any:
+        return Collection.from_epochs(scope, epochs).distinct().view()
+
+    view = naiad.run(build)[0]
+    assert view.at(2) == {2**63 + 3: 1, -1: 1}
+    columns = (np.array([2**63 + 1, 5], dtype=np.uint64),)
+    assert naiad.run(lambda s: Collection.from_columns(s, [columns]).changes()) == [
+        [(5, 0, 1), (2**63 + 1, 0, 1)]
+    ]
