@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from naiad.progress.timestamp import Lex, Product
+
 
 def le(a: Any, b: Any) -> bool:
     """The partial order of timestamps and path summaries (ints compare natively)."""
@@ -168,11 +170,36 @@ class MutableAntichain:
 
 
 def _minimal(elements: list[Any]) -> list[Any]:
-    """The minimal elements, in the total (sort) order."""
+    """The minimal elements, in the total (sort) order.
+
+    A frontier is rebuilt from every element with a positive count, and a vertex waiting on
+    thousands of times (one per loop iteration) rebuilds it once per iteration: the common
+    shapes take one pass of plain comparisons, not a sort and a partial-order test per pair.
+
+    >>> _minimal([Product(1, 5), Product(0, 7), Product(0, 9), Product(2, 1)])
+    [Product(outer=0, inner=7), Product(outer=1, inner=5), Product(outer=2, inner=1)]
+    """
     if len(elements) <= 1:
         return elements
-    if elements[0].__class__ is int:
+    first = elements[0]
+    cls = first.__class__
+    if cls is int:
         return [min(elements)]
+    if first.outer.__class__ is int:
+        if cls is Lex:  # a total order
+            return [min(elements)]
+        if cls is Product:  # a staircase: per outer time its least counter, then the
+            best: dict[int, int] = {}  # outers whose counter is below every earlier one
+            for outer, inner in elements:
+                known = best.get(outer)
+                if known is None or inner < known:
+                    best[outer] = inner
+            stairs = []
+            for outer in sorted(best):
+                inner = best[outer]
+                if not stairs or inner < stairs[-1].inner:
+                    stairs.append(Product(outer, inner))
+            return stairs
     result: list[Any] = []
     for t in sorted(elements):
         # Sorted by a linear extension: nothing later can precede an earlier element.
