@@ -194,7 +194,7 @@ def _minimal(elements: list[Any]) -> list[Any]:
                 known = best.get(outer)
                 if known is None or inner < known:
                     best[outer] = inner
-            stairs = []
+            stairs: list[Product] = []
             for outer in sorted(best):
                 inner = best[outer]
                 if not stairs or inner < stairs[-1].inner:
