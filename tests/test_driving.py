@@ -89,19 +89,27 @@ async def test_feed_needs_a_lag_of_at_least_one() -> None:
         await asyncio.wait_for(handle.feed([[1], [2]], probe=probe, lag=1), 30)
 
 
-def test_subscribe_inside_a_loop_reports_the_loop_times() -> None:
-    """Inside a loop whose work was done before the subscribe first looked, the subscribe
-    took the loop's times for integer epochs and failed (tuple + int)."""
+async def test_subscribe_inside_a_loop_reports_the_loop_times() -> None:
+    """Inside a loop whose work was done before the subscribe first looked (the input sent
+    and closed before the workers ran), the subscribe saw an empty frontier, took the loop's
+    times for integer epochs and failed (tuple + int)."""
     seen: list[Any] = []
 
-    def build(scope: naiad.Scope) -> None:
+    def build(scope: naiad.Scope) -> naiad.InputHandle:
+        handle, stream = scope.new_input()
         with scope.iterative() as loop:
-            handle, cycle = loop.feedback()
-            body = scope.from_epochs([[3]]).enter(loop).concat(cycle)
-            body.map(lambda x: x - 1).filter(lambda x: x > 0).connect_loop(handle)
+            feedback, cycle = loop.feedback()
+            body = stream.enter(loop).concat(cycle)
+            body.map(lambda x: x - 1).filter(lambda x: x > 0).connect_loop(feedback)
             body.subscribe(lambda t, rs: seen.append((t.inner, sorted(rs))))
+        return handle
 
-    naiad.run(build)
+    async with naiad.Runtime() as rt:
+        dataflow = rt.dataflow(build)
+        handle = dataflow.results[0]
+        handle.send([3])
+        handle.close()
+        await asyncio.wait_for(dataflow.finished(), 30)
     assert seen == [(0, [3]), (1, [2]), (2, [1])]
 
 
