@@ -146,14 +146,9 @@ def member_from_env(env: os._Environ[str] | dict[str, str] = os.environ) -> Memb
 
 def bind_listeners(count: int, host: str = "127.0.0.1") -> list[socket.socket]:
     """``count`` listening sockets on free ports of ``host``."""
-    sockets = []
-    for _ in range(count):
-        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, 0))
-        sock.listen(128)
-        sockets.append(sock)
-    return sockets
+    from naiad.transport.tcp import listen_socket
+
+    return [listen_socket(host) for _ in range(count)]
 
 
 def spawn(

@@ -391,11 +391,7 @@ class Process:
         """Tells every peer what this process built, and checks what they said so far."""
         departed = self._departed_without(ident)
         if departed:
-            raise ClusterError(
-                f"process {departed[0]} left the cluster without building dataflow {ident} "
-                f"({name!r}), which process {self.index} built; every process must build the "
-                f"same dataflows"
-            )
+            raise self._departure(departed[0], ident, name)
         digest = hashlib.sha256(repr(build.fingerprint()).encode()).hexdigest()
         self._digests.setdefault(ident, {})[self.index] = digest
         if self.transport is not None:
@@ -408,6 +404,12 @@ class Process:
         complete without their workers."""
         built = self._digests.get(ident, {})
         return sorted(p for p in self.goodbyes if p not in built)
+
+    def _departure(self, peer: int, ident: int, name: str) -> ClusterError:
+        return ClusterError(
+            f"process {peer} left the cluster without building dataflow {ident} ({name!r}), "
+            f"which process {self.index} built; every process must build the same dataflows"
+        )
 
     def _compare_digests(self, ident: int) -> None:
         digests = self._digests.get(ident, {})
@@ -509,11 +511,7 @@ class Process:
                 self._goodbye_event.set()
                 for instance in list(self.instances.values()):
                     if peer in self._departed_without(instance.id):
-                        raise ClusterError(
-                            f"process {peer} left the cluster without building dataflow "
-                            f"{instance.id} ({instance.name!r}), which process {self.index} "
-                            f"built; every process must build the same dataflows"
-                        )
+                        raise self._departure(peer, instance.id, instance.name)
             elif isinstance(message.get("failed"), str):
                 self.runtime._fail(
                     PeerFailed(f"process {peer} stopped the cluster: {message['failed']}")

@@ -194,10 +194,13 @@ class Runtime:
 
         member = self._member
         listen: socket.socket | None = None
-        if (member is None or member.self_launched) and _self_launches.get(member is None):
-            raise launch.LaunchError(launch.ONE_SELF_LAUNCH)
+        global _self_launched
+        if member is None or member.self_launched:
+            # the launching process and those it launched run the script side by side: once
+            if _self_launched:
+                raise launch.LaunchError(launch.ONE_SELF_LAUNCH)
+            _self_launched = True
         if member is None:  # launch the other processes of the cluster ourselves
-            _self_launches[True] = True
             listeners = launch.bind_listeners(self.process_count)
             secret = launch.read_secret() or launch.new_secret()
             self._children = launch.spawn(
@@ -215,7 +218,6 @@ class Runtime:
             index, listen = 0, listeners[0]
         else:
             index, addresses, secret = member.process, member.addresses, member.secret
-            _self_launches[False] = member.self_launched
             if member.listen_fd is not None:
                 # a duplicate: the transport closes it, and a later runtime of this script
                 # listens on the launcher's socket again
@@ -308,9 +310,9 @@ class Runtime:
         return dataflow
 
 
-_self_launches: dict[bool, bool] = {}
-"""Whether this process already ran a self-launching cluster runtime: as its launcher (key
-True) or as a member it launched (key False)."""
+_self_launched = False
+"""Whether this process already ran a self-launching cluster runtime (as its launcher, or as
+a member that one launched)."""
 
 
 def _check_same(builds: list[DataflowBuild]) -> None:
