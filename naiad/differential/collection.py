@@ -169,11 +169,7 @@ class Collection:
         batches = []
         diff_list = list(diffs) if diffs is not None else None
         for epoch, raw in enumerate(epochs):
-            columns = tuple(np.asarray(c) for c in raw)
-            if not columns:
-                raise ValueError(f"from_columns: epoch {epoch} has no columns")
-            n = len(columns[0]) if columns[0].ndim else -1
-            check_columns(columns, n)
+            columns, n = checked_columns(raw, f"from_columns: epoch {epoch}")
             d = diff_list[epoch] if diff_list is not None else None
             times = np.full((n, 1), epoch, dtype=np.int64)
             batches.append(Updates(columns, times, integer_diffs(d, n)))
@@ -463,9 +459,14 @@ def check_record(record: Any) -> None:
         raise ValueError(f"record {record!r} has a NaN field: {NAN_MESSAGE}")
 
 
-def check_columns(columns: tuple[np.ndarray, ...], n: int) -> None:
-    """Refuses columns that are not one-dimensional arrays of ``n`` hashable values without
-    NaN (what :func:`check_record` asks of a record, checked per column)."""
+def checked_columns(raw: Iterable[Any], what: str) -> tuple[tuple[np.ndarray, ...], int]:
+    """Record columns as arrays, and their length; refuses none, and columns that are not
+    one-dimensional arrays of one length holding hashable values without NaN (what
+    :func:`check_record` asks of a record, checked per column)."""
+    columns = tuple(np.asarray(c) for c in raw)
+    if not columns:
+        raise ValueError(f"{what}: a record needs at least one column")
+    n = len(columns[0]) if columns[0].ndim else -1
     for i, c in enumerate(columns):
         if c.ndim != 1 or len(c) != n:
             raise ValueError(
@@ -479,6 +480,7 @@ def check_columns(columns: tuple[np.ndarray, ...], n: int) -> None:
                 except (TypeError, ValueError) as e:
                     raise type(e)(f"row {row} of column {i}: {e}") from None
     reject_nan(columns)
+    return columns, n
 
 
 def updates_of_rows(rows: list[tuple[Any, Any, int]]) -> Updates:
@@ -570,12 +572,9 @@ class InputSession:
         self, columns: tuple[np.ndarray, ...], diffs: np.ndarray | None = None
     ) -> None:
         """Sends records given as columns (one array per field) at the current epoch, with
-        multiplicities ``diffs`` (1 each by default): the bulk path, no per-record work."""
-        columns = tuple(np.asarray(c) for c in columns)
-        if not columns:
-            raise ValueError("send_columns: a record needs at least one column")
-        n = len(columns[0]) if columns[0].ndim else -1
-        check_columns(columns, n)
+        multiplicities ``diffs`` (1 each by default): the bulk path, no per-record work for
+        numeric columns (an ``object`` column's values are checked one by one)."""
+        columns, n = checked_columns(columns, "send_columns")
         d = integer_diffs(diffs, n)
         self.flush()
         times = time_matrix([self.handle.epoch], self._depth).repeat(n, axis=0)

@@ -134,8 +134,6 @@ class SumLogic(Logic):
                 for a, b in itertools.pairwise(bounds)
             ]
             return keys[starts], (sums,), ones
-        if v.dtype.kind == "u":  # below 2**63 here: as int64, or uint64 x int64 gives floats
-            v = v.astype(np.int64)
         sums = np.add.reduceat(v * counts, starts) if len(starts) else v[:0]
         return keys[starts], (sums,), ones
 

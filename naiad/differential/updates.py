@@ -67,7 +67,6 @@ def concat_column(parts: Sequence[np.ndarray]) -> np.ndarray:
     >>> concat_column([np.array([3]), np.array([0.5])]).dtype.name
     'float64'
     """
-    parts = [no_uint64(p) for p in parts]
     floats = any(p.dtype.kind == "f" for p in parts)
     if floats and any(rounds_as_float(p) for p in parts if p.dtype.kind in "iu"):
         out = np.empty(sum(len(p) for p in parts), dtype=object)

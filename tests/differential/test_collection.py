@@ -106,17 +106,23 @@ async def test_input_session_insert_remove_update(workers: int) -> None:
     assert got == [("a", 0, 2), ("a", 1, -1), ("b", 0, 3)]
 
 
+def fed(rt: naiad.Runtime, op: Any) -> tuple[InputSession, list[Any]]:
+    """The input session of a one-worker dataflow, and the list its collection's changes
+    under ``op`` fill as times complete."""
+
+    def build(scope: naiad.Scope) -> tuple[InputSession, list[Any]]:
+        session, collection = Collection.new_input(scope)
+        return session, op(collection).changes()
+
+    session, changes = rt.dataflow(build).results[0]
+    return session, changes
+
+
 async def test_nan_is_rejected_at_the_input_and_nothing_else_is_lost() -> None:
     """NaN is not equal to itself, so its changes could never cancel: the session refuses the
     record (and a column holding NaN) with a clear error and keeps every other change."""
     async with naiad.Runtime() as rt:
-
-        def build(scope: naiad.Scope) -> tuple[InputSession, list[Any]]:
-            session, collection = Collection.new_input(scope)
-            return session, collection.count().changes()
-
-        df = rt.dataflow(build)
-        session = df.results[0][0]
+        session, changes = fed(rt, Collection.count)
         session.insert((1.5, 2))
         with pytest.raises(ValueError, match="NaN"):
             session.insert((1.5, float("nan")))
@@ -126,7 +132,7 @@ async def test_nan_is_rejected_at_the_input_and_nothing_else_is_lost() -> None:
             session.send_columns((np.array([2.5, 2.5]), np.array([1.0, np.nan])))
         session.send_columns((np.array([2.5]), np.array([3.0])))
         session.close()
-    got = sorted((r, t, d) for _, part in df.results for r, t, d in part)
+    got = sorted(changes)
     assert got == [((1.5, 2.0, 1), 0, 1), ((2.5, 3.0, 1), 0, 1)]
 
 
@@ -215,19 +221,13 @@ def test_fractional_diffs_in_static_sources_are_refused_not_rounded() -> None:
 
 async def test_fractional_diffs_sent_as_columns_are_refused_and_nothing_is_lost() -> None:
     async with naiad.Runtime() as rt:
-
-        def build(scope: naiad.Scope) -> tuple[InputSession, list[Any]]:
-            session, collection = Collection.new_input(scope)
-            return session, collection.changes()
-
-        df = rt.dataflow(build)
-        session = df.results[0][0]
+        session, changes = fed(rt, lambda c: c)
         session.insert(7)
         with pytest.raises(TypeError, match="diffs are integers, not float64"):
             session.send_columns((np.array([1, 2]),), np.array([1.5, 2.0]))
         session.send_columns((np.array([1, 2]),), np.array([3, -1]))
         session.close()
-    got = sorted((r, t, d) for _, part in df.results for r, t, d in part)
+    got = sorted(changes)
     assert got == [(1, 0, 3), (2, 0, -1), (7, 0, 1)]
 
 
@@ -303,13 +303,7 @@ async def test_unhashable_records_are_refused_at_the_input_and_nothing_else_is_l
     """A record no arrangement could hold fails where it is given, not later inside the
     dataflow (which would end the computation): the session keeps every other change."""
     async with naiad.Runtime() as rt:
-
-        def build(scope: naiad.Scope) -> tuple[InputSession, list[Any]]:
-            session, collection = Collection.new_input(scope)
-            return session, collection.distinct().changes()
-
-        df = rt.dataflow(build)
-        session = df.results[0][0]
+        session, changes = fed(rt, Collection.distinct)
         session.insert((1, "a"))
         with pytest.raises(TypeError, match=r"record \(2, \['b'\]\) is not hashable"):
             session.insert((2, ["b"]))
@@ -322,7 +316,7 @@ async def test_unhashable_records_are_refused_at_the_input_and_nothing_else_is_l
             session.send_columns((np.zeros((2, 2)),))
         session.send_columns((np.array([5]), np.array(["e"], dtype=object)))
         session.close()
-    got = sorted((r, t, d) for _, part in df.results for r, t, d in part)
+    got = sorted(changes)
     assert got == [((1, "a"), 0, 1), ((5, "e"), 0, 1)]
 
 
