@@ -943,6 +943,68 @@ async def test_a_notification_requested_in_on_notify_precedes_later_ready_ones()
     assert log == [0, 1, 2]
 
 
+class CountPerTime(naiad.Vertex):
+    """Counts the records of each time and emits the count when the time is complete."""
+
+    def __init__(self) -> None:
+        self.counts: dict[Time, int] = {}
+
+    def on_recv(self, port: int, cap: naiad.Capability, batch: Any) -> None:
+        if cap.time not in self.counts:
+            self.counts[cap.time] = 0
+            self.notify_at(cap)
+        self.counts[cap.time] += len(batch)
+
+    def on_notify(self, cap: naiad.Capability) -> None:
+        self.send(cap, [(cap.time.inner, self.counts.pop(cap.time))])
+
+
+def test_many_ready_notifications_are_delivered_in_one_pass() -> None:
+    """Regression: on one worker a loop's records circulate before any notification runs, so
+    a vertex holds a request per iteration when they all become ready. Delivering each used
+    to scan every pending time and submit a progress batch (a frontier rebuild over every
+    pending time): quadratic. Now one scan per activation and one batch after it."""
+    n = 1500
+    submits = Counter[str]()
+    scans = Counter[str]()
+    inside = [False]
+    real_submit = naiad.progress.progress_actor.ProgressActor.submit
+    real_deliver = naiad.actors.vertex.VertexShard.deliver_notifications
+    real_blocked = naiad.actors.vertex.VertexShard._blocked
+
+    def submit(self: Any, dataflow: int, changes: Any) -> None:
+        submits["inside" if inside[0] else "outside"] += 1
+        real_submit(self, dataflow, changes)
+
+    def deliver(self: Any) -> None:
+        inside[0] = True
+        try:
+            real_deliver(self)
+        finally:
+            inside[0] = False
+
+    def blocked(self: Any, t: Any) -> bool:
+        scans["blocked"] += 1
+        return bool(real_blocked(self, t))
+
+    def build(scope: naiad.Scope) -> list[Any]:
+        with scope.iterative() as loop:
+            handle, cycle = loop.feedback(step=1)
+            body = scope.from_epochs([[n]]).enter(loop).concat(cycle)
+            body.filter(lambda x: x > 0).map(lambda x: x - 1).connect_loop(handle)
+            return body.unary(CountPerTime()).leave().collect()
+
+    with (
+        mock.patch.object(naiad.progress.progress_actor.ProgressActor, "submit", submit),
+        mock.patch.object(naiad.actors.vertex.VertexShard, "deliver_notifications", deliver),
+        mock.patch.object(naiad.actors.vertex.VertexShard, "_blocked", blocked),
+    ):
+        (out,) = naiad.run(build, workers=1)
+    assert sorted(out) == [(0, (i, 1)) for i in range(n + 1)]
+    assert submits["inside"] == 0  # the worker submits after the activation
+    assert scans["blocked"] < 20 * n  # it was about n * n / 2
+
+
 # --------------------------------------------------------------------------------------------
 # Figure 4: DistinctCount
 # --------------------------------------------------------------------------------------------

@@ -142,10 +142,15 @@ class Capability:
                 f"operator {self._owner.name!r}: a borrowed capability is released when the "
                 f"callback returns; it cannot be dropped"
             )
+        self._release()
+        self._submit_outside()
+
+    def _release(self) -> None:
+        """Drops an owned capability inside an activation; the worker submits its progress
+        batch when the activation ends."""
         self._valid = False
         for loc in self._locations:
             self._buffer.update((loc, self.time), -1)
-        self._submit_outside()
 
     def _submit_outside(self) -> None:
         """Outside every callback (a driver coroutine holding a retained capability) no
