@@ -157,14 +157,31 @@ class LocalPusher:
 class ExchangePusher:
     """Partitions each batch and pushes every part to the pusher of its worker."""
 
-    __slots__ = ("pact", "peers", "pushers")
+    __slots__ = ("pact", "peers", "pushers", "remote")
 
     def __init__(self, pact: Exchange, pushers: list[Any]) -> None:
         self.pact = pact
         self.pushers = pushers
         self.peers = len(pushers)
+        # workers in other processes: their pushers encode (``encoded``/``send_encoded``)
+        self.remote = any(hasattr(p, "encoded") for p in pushers)
 
     def push(self, time: Any, batch: Any) -> None:
         pushers = self.pushers
-        for worker, part in self.pact.partition(batch, self.peers):
+        parts = self.pact.partition(batch, self.peers)
+        if self.remote and len(parts) > 1:
+            # Encode every part that leaves the process before delivering any: a record the
+            # codec refuses raises with nothing of the batch delivered anywhere.
+            staged = []
+            for worker, part in parts:
+                pusher = pushers[worker]
+                encode = getattr(pusher, "encoded", None)
+                staged.append((pusher, part, None if encode is None else encode(time, part)))
+            for pusher, part, frames in staged:
+                if frames is None:
+                    pusher.push(time, part)
+                else:
+                    pusher.send_encoded(time, frames)
+            return
+        for worker, part in parts:
             pushers[worker].push(time, part)

@@ -45,6 +45,7 @@ from naiad.operators.probe import ProbeHandle
 from naiad.operators.stream import Stream
 from naiad.progress.capability import Capability
 from naiad.progress.timestamp import as_time, depth
+from naiad.transport.codec import check_sendable
 
 
 class _Apply(StatelessVertex):
@@ -459,10 +460,13 @@ def check_record(record: Any) -> None:
         raise ValueError(f"record {record!r} has a NaN field: {NAN_MESSAGE}")
 
 
-def checked_columns(raw: Iterable[Any], what: str) -> tuple[tuple[np.ndarray, ...], int]:
+def checked_columns(
+    raw: Iterable[Any], what: str, sendable: bool = False
+) -> tuple[tuple[np.ndarray, ...], int]:
     """Record columns as arrays, and their length; refuses none, and columns that are not
     one-dimensional arrays of one length holding hashable values without NaN (what
-    :func:`check_record` asks of a record, checked per column)."""
+    :func:`check_record` asks of a record, checked per column), and that the codec can
+    send to another process if ``sendable``."""
     columns = tuple(np.asarray(c) for c in raw)
     if not columns:
         raise ValueError(f"{what}: a record needs at least one column")
@@ -477,6 +481,8 @@ def checked_columns(raw: Iterable[Any], what: str) -> tuple[tuple[np.ndarray, ..
             for row, value in enumerate(c.tolist()):
                 try:
                     check_record(value)
+                    if sendable:
+                        check_sendable(value)
                 except (TypeError, ValueError) as e:
                     raise type(e)(f"row {row} of column {i}: {e}") from None
     reject_nan(columns)
@@ -555,6 +561,8 @@ class InputSession:
         if not isinstance(diff, int | np.integer) or isinstance(diff, bool):
             raise TypeError(f"a diff is an integer, not {diff!r}")
         check_record(record)
+        if self.handle.spans_processes:
+            check_sendable(record)  # flush would fail on it, after staging what came before
         self._staged.append((record, self.handle.epoch, int(diff)))
 
     def insert(self, record: Any) -> None:
@@ -574,7 +582,7 @@ class InputSession:
         """Sends records given as columns (one array per field) at the current epoch, with
         multiplicities ``diffs`` (1 each by default): the bulk path, no per-record work for
         numeric columns (an ``object`` column's values are checked one by one)."""
-        columns, n = checked_columns(columns, "send_columns")
+        columns, n = checked_columns(columns, "send_columns", self.handle.spans_processes)
         d = integer_diffs(diffs, n)
         self.flush()
         times = time_matrix([self.handle.epoch], self._depth).repeat(n, axis=0)

@@ -80,6 +80,11 @@ class InputHandle:
     def _flush(self) -> None:
         self._vertex.shard.worker.flush()
 
+    @property
+    def spans_processes(self) -> bool:
+        """Whether the dataflow runs in several processes: what is sent may be encoded."""
+        return self._vertex.shard.worker.transport is not None
+
     def send(self, batch: Iterable[Any]) -> None:
         """Emits ``batch`` (a list, or a numpy array) at the current epoch. A list is copied
         (the caller may reuse it); an array is not: the dataflow owns it once sent, so do not

@@ -81,18 +81,17 @@ class RemotePusher:
         self.buffer = buffer
 
     def push(self, time: Any, batch: Any) -> None:
+        self.send_encoded(time, self.encoded(time, batch))
+
+    def encoded(self, time: Any, batch: Any) -> list[tuple[list[bytes | memoryview], int]]:
+        """The frames of a message (parts and size): one, or more if the batch had to be
+        split to fit the frame limit. Raises if the codec refuses a record; nothing is sent."""
         parts = encode_message(time, batch)
         size = sum(p.nbytes if isinstance(p, memoryview) else len(p) for p in parts)
         limit = self.process.max_payload
-        if size > limit:  # the peer would refuse the frame: send the batch in halves
-            self._split(time, batch, size, limit)
-            return
-        self.buffer.update((self.location, time), 1)  # counted once per message sent
-        self.process.send_data(
-            self.peer, self.dataflow, self.channel, self.source, self.target, parts, size
-        )
-
-    def _split(self, time: Any, batch: Any, size: int, limit: int) -> None:
+        if size <= limit:
+            return [(parts, size)]
+        # the peer would refuse the frame: send the batch in halves, each a message
         n = len(batch) if hasattr(batch, "__len__") else 0
         try:
             halves = (batch[: n // 2], batch[n // 2 :]) if n > 1 else None
@@ -103,8 +102,14 @@ class RemotePusher:
                 f"a message of {size} bytes for worker {self.target} exceeds the frame limit "
                 f"of {limit} bytes and cannot be split (a batch of {n} records)"
             )
-        for half in halves:
-            self.push(time, half)
+        return [frame for half in halves for frame in self.encoded(time, half)]
+
+    def send_encoded(self, time: Any, frames: list[tuple[list[bytes | memoryview], int]]) -> None:
+        for parts, size in frames:
+            self.buffer.update((self.location, time), 1)  # counted once per message sent
+            self.process.send_data(
+                self.peer, self.dataflow, self.channel, self.source, self.target, parts, size
+            )
 
 
 class Instance:

@@ -7,8 +7,11 @@ A frame is a 32-byte header followed by ``length`` bytes of payload::
 
 ``kind`` says what the payload holds: a data message (``DATA``: ``(time, batch)`` for channel
 ``channel`` of dataflow ``dataflow`` from worker ``source`` to worker ``target``), a progress
-batch (``PROGRESS``), or a control message (``CONTROL``). ``seq`` numbers the frames of one
-kind from one process to another, so a receiver can detect loss and duplicates.
+batch (``PROGRESS``), or a control message (``CONTROL``); a payload larger than the frame
+limit travels as ``PART`` frames holding its leading pieces, then a frame of its own kind
+holding the rest (a progress batch cannot be split into batches: it is applied whole).
+``seq`` numbers the frames of one kind from one process to another, so a receiver can detect
+loss and duplicates.
 
 Payloads never use pickle: records and times are msgpack values, with extension types for
 tuples, ``Product`` and ``Lex`` (so they come back as what was sent), and a numpy array is a
@@ -42,10 +45,13 @@ _EXT_TUPLE = 1
 _EXT_PRODUCT = 2
 _EXT_LEX = 3
 _EXT_BIG_INT = 4  # an int outside msgpack's 64-bit range: two's complement, big-endian
+_EXT_COMPLEX = 5  # [real, imag]
+_EXT_DATETIME = 6  # a numpy datetime64 or timedelta64: [dtype string, int64 count]
 
 _BATCH_LIST = 0
 _BATCH_ARRAY = 1
 _BATCH_COLUMNS = 2
+_BATCH_OBJECTS = 3
 
 # Columnar batch types (such as differential's ``Updates``), registered by the layers that
 # define them: type -> (tag, to_columns), tag -> from_columns.
@@ -64,6 +70,7 @@ class Kind(IntEnum):
     DATA = 1
     PROGRESS = 2
     CONTROL = 3
+    PART = 4  # a leading piece of the payload of the next frame that is not a PART
 
 
 class FrameError(ValueError):
@@ -133,16 +140,25 @@ def _default(obj: Any) -> Any:
         return msgpack.ExtType(
             _EXT_BIG_INT, obj.to_bytes(obj.bit_length() // 8 + 1, "big", signed=True)
         )
+    if isinstance(obj, np.datetime64 | np.timedelta64):
+        count = int(np.array(obj).view(np.int64))
+        return msgpack.ExtType(_EXT_DATETIME, packb([obj.dtype.str, count]))
     if isinstance(obj, np.integer):
         return int(obj)
     if isinstance(obj, np.floating):
         return float(obj)
     if isinstance(obj, np.bool_):
         return bool(obj)
+    if isinstance(obj, str):  # numpy.str_ and other subclasses
+        return str(obj)
+    if isinstance(obj, bytes):
+        return bytes(obj)
+    if isinstance(obj, complex | np.complexfloating):
+        return msgpack.ExtType(_EXT_COMPLEX, packb([float(obj.real), float(obj.imag)]))
     raise TypeError(
         f"cannot send a {cls.__module__}.{cls.__qualname__} between processes: records must "
-        f"be None, bool, int, float, str, bytes, lists, tuples, dicts or numpy scalars (a "
-        f"whole batch may be a numpy array, but not a record inside a list)"
+        f"be None, bool, int, float, complex, str, bytes, lists, tuples, dicts or numpy "
+        f"numbers, strings and dates (a whole batch may be a numpy array of any dtype)"
     )
 
 
@@ -157,6 +173,15 @@ def _ext_hook(code: int, data: bytes) -> Any:
         return Lex(outer, inner)
     if code == _EXT_BIG_INT:
         return int.from_bytes(data, "big", signed=True)
+    if code == _EXT_COMPLEX:
+        real, imag = unpackb(data)
+        return complex(real, imag)
+    if code == _EXT_DATETIME:
+        unit, count = unpackb(data)
+        dtype = np.dtype(unit)
+        if dtype.kind not in "mM":
+            raise FrameError(f"malformed date type {unit!r}")
+        return np.array(count, np.int64).view(dtype)[()]
     raise FrameError(f"unknown msgpack extension type {code}")
 
 
@@ -169,6 +194,21 @@ def packb(obj: Any) -> bytes:
     True
     """
     return msgpack.packb(obj, default=_default, strict_types=True, use_bin_type=True)
+
+
+def check_sendable(record: Any) -> None:
+    """Raises ``TypeError`` if ``record`` cannot travel between processes.
+
+    >>> check_sendable((1, "a", 2.5))
+    >>> check_sendable((1, frozenset([2])))
+    Traceback (most recent call last):
+    ...
+    TypeError: record (1, frozenset({2})) cannot go to another process: cannot send a ...
+    """
+    try:
+        packb(record)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise TypeError(f"record {record!r} cannot go to another process: {exc}") from None
 
 
 def unpackb(data: bytes | memoryview) -> Any:
@@ -190,33 +230,40 @@ def encode_message(time: Any, batch: Any) -> list[bytes | memoryview]:
     >>> decode_message(b"".join(encode_message(4, ["x", ("y", 2)])))
     (4, ['x', ('y', 2)])
     """
-    if isinstance(batch, np.ndarray) and batch.dtype.kind in "biufcmM":
-        array = np.ascontiguousarray(batch)
-        head = packb([time, _BATCH_ARRAY, array.dtype.str, list(array.shape)])
-        return [struct.pack("<I", len(head)), head, _raw(array)]
+    if isinstance(batch, np.ndarray):
+        if batch.dtype.hasobject:  # values one by one; comes back as an object array
+            head = packb([time, _BATCH_OBJECTS, list(batch.shape), batch.ravel().tolist()])
+            return [struct.pack("<I", len(head)), head]
+        head = packb([time, _BATCH_ARRAY, _dtype_head(batch.dtype), list(batch.shape)])
+        return [struct.pack("<I", len(head)), head, _raw(batch)]
     columnar = _COLUMNAR.get(type(batch))
     if columnar is not None:
         tag, to_columns = columnar
         descs: list[Any] = []
         bodies: list[bytes | memoryview] = []
         for column in to_columns(batch):
-            if column.dtype.kind in "biufcmM":
-                array = np.ascontiguousarray(column)
-                descs.append(["a", array.dtype.str, list(array.shape)])
-                bodies.append(_raw(array))
-            else:
+            if column.dtype.hasobject:
                 descs.append(["o", column.tolist()])
+            else:
+                descs.append(["a", _dtype_head(column.dtype), list(column.shape)])
+                bodies.append(_raw(column))
         head = packb([time, _BATCH_COLUMNS, tag, descs])
         return [struct.pack("<I", len(head)), head, *bodies]
-    if isinstance(batch, np.ndarray):
-        batch = batch.tolist()
     head = packb([time, _BATCH_LIST, list(batch)])
     return [struct.pack("<I", len(head)), head]
 
 
+def _dtype_head(dtype: np.dtype[Any]) -> Any:
+    """A dtype as msgpack can carry it: its string (byte order included), or for a
+    structured dtype the list of its fields."""
+    return np.lib.format.dtype_to_descr(dtype) if dtype.fields else dtype.str
+
+
 def _raw(array: np.ndarray) -> bytes | memoryview:
-    """The bytes of a C-contiguous array, without copying (a zero-size view cannot be cast)."""
-    return array.data.cast("B") if array.size else b""
+    """The bytes of an array: a view of a C-contiguous one (copied into one otherwise); as
+    bytes, so that dates, strings and records travel as they are."""
+    array = np.ascontiguousarray(array)
+    return array.reshape(-1).view(np.uint8).data if array.nbytes else b""
 
 
 def decode_message(payload: bytes | memoryview) -> tuple[Any, Any]:
@@ -240,6 +287,11 @@ def decode_message(payload: bytes | memoryview) -> tuple[Any, Any]:
         if used != len(view) - 4 - head_len:
             raise FrameError("array body has trailing bytes")
         return time, array
+    if kind == _BATCH_OBJECTS and len(head) == 4 and len(view) == 4 + head_len:
+        shape = _shape(head[2])
+        if not isinstance(head[3], list) or len(head[3]) != math.prod(shape):
+            raise FrameError("malformed object array")
+        return time, _objects(head[3]).reshape(shape)
     if kind == _BATCH_COLUMNS and len(head) == 4 and head[2] in _FROM_COLUMNS:
         body = view[4 + head_len :]
         columns, offset = [], 0
@@ -248,8 +300,9 @@ def decode_message(payload: bytes | memoryview) -> tuple[Any, Any]:
                 column, used = _array(desc[1], desc[2], body[offset:])
                 offset += used
             elif isinstance(desc, list) and len(desc) == 2 and desc[0] == "o":
-                column = np.empty(len(desc[1]), dtype=object)
-                column[:] = desc[1]
+                if not isinstance(desc[1], list):
+                    raise FrameError("malformed object column")
+                column = _objects(desc[1])
             else:
                 raise FrameError("malformed column description")
             columns.append(column)
@@ -262,18 +315,35 @@ def decode_message(payload: bytes | memoryview) -> tuple[Any, Any]:
     raise FrameError(f"unknown batch kind {kind!r}")
 
 
-def _array(dtype_str: Any, shape_list: Any, body: memoryview) -> tuple[np.ndarray, int]:
+def _objects(values: list[Any]) -> np.ndarray:
+    column = np.empty(len(values), dtype=object)
+    column[:] = values
+    return column
+
+
+def _shape(shape_list: Any) -> tuple[int, ...]:
+    if not (isinstance(shape_list, list) and all(_is_int(n) and n >= 0 for n in shape_list)):
+        raise FrameError(f"malformed array shape {shape_list!r}")
+    return tuple(shape_list)
+
+
+def _array(dtype_head: Any, shape_list: Any, body: memoryview) -> tuple[np.ndarray, int]:
     """The array a head describes, read from the front of ``body``; and the bytes it used."""
     try:
-        dtype = np.dtype(dtype_str)
-        shape = tuple(int(n) for n in shape_list)
-    except (TypeError, ValueError) as exc:
-        raise FrameError(f"malformed array head: {exc}") from exc
-    if dtype.kind not in "biufcmM" or any(n < 0 for n in shape):
-        raise FrameError(f"unsupported array {dtype} {shape}")
+        if isinstance(dtype_head, str):
+            dtype = np.dtype(dtype_head)
+        else:
+            dtype = np.lib.format.descr_to_dtype(dtype_head)
+    except Exception as exc:  # numpy raises several types for a malformed description
+        raise FrameError(f"malformed array dtype {dtype_head!r}: {exc}") from exc
+    shape = _shape(shape_list)
+    if dtype.hasobject:
+        raise FrameError(f"unsupported array dtype {dtype}")
     size = dtype.itemsize * math.prod(shape)  # Python ints: no overflow on a hostile shape
     if len(body) < size:
         raise FrameError(f"array body has {len(body)} bytes, expected {size}")
+    if not size:  # frombuffer refuses an item size of 0
+        return np.zeros(shape, dtype), 0
     return np.frombuffer(body[:size], dtype=dtype).reshape(shape), size
 
 
@@ -309,13 +379,26 @@ def encode_changes(changes: list[tuple[tuple[int, Any], int]]) -> bytes:
     [2, 2, [3, 0, 2, 1, 5, -1, 4, 1, 1, 1, 2, 7]]
     >>> decode_changes(encode_changes(same_depth)) == same_depth
     True
+    >>> decode_changes(encode_changes([((0, 2**64), 1)]))
+    [((0, 18446744073709551616), 1)]
     """
     flats = []
-    for (loc, time), delta in changes:
+    for (_, time), _ in changes:
         flat = _flat_time(time)
         if flat is None:
-            return packb([_CHANGES_TAGGED, [[loc, time, delta] for (loc, time), delta in changes]])
+            return _tagged(changes)
         flats.append(flat)
+    try:
+        return _flat_changes(changes, flats)
+    except OverflowError:  # a coordinate beyond 64 bits: the tagged form carries any int
+        return _tagged(changes)
+
+
+def _tagged(changes: list[tuple[tuple[int, Any], int]]) -> bytes:
+    return packb([_CHANGES_TAGGED, [[loc, time, delta] for (loc, time), delta in changes]])
+
+
+def _flat_changes(changes: list[tuple[tuple[int, Any], int]], flats: list[list[int]]) -> bytes:
     depths = {len(flat) for flat in flats}
     if len(depths) != 1:
         rows = [[loc, delta, *flat] for ((loc, _), delta), flat in zip(changes, flats, strict=True)]

@@ -123,7 +123,14 @@ from typing import NamedTuple, cast
 import numpy as np
 
 from naiad.transport.base import FrameHandler, LossHandler, Parts, Transport
-from naiad.transport.codec import HEADER_SIZE, MAX_PAYLOAD, FrameError, Header, unpack_header
+from naiad.transport.codec import (
+    HEADER_SIZE,
+    MAX_PAYLOAD,
+    FrameError,
+    Header,
+    Kind,
+    unpack_header,
+)
 
 __all__ = [
     "HANDSHAKE_MAGIC",
@@ -299,6 +306,30 @@ async def _recv_exactly(loop: asyncio.AbstractEventLoop, sock: socket.socket, n:
     return bytes(data)
 
 
+def _pieces(parts: Parts, limit: int) -> list[memoryview]:
+    """The bytes of ``parts`` cut into pieces of at most ``limit`` (views, not copies).
+
+    >>> [bytes(p) for p in _pieces([b"abc", b"defgh"], 3)]
+    [b'abc', b'def', b'gh']
+    """
+    pieces: list[memoryview] = []
+    held: list[memoryview] = []  # the piece being filled, from one part or several
+    room = limit
+    for part in parts:
+        view = memoryview(part).cast("B")
+        while len(view):
+            take = view[:room]
+            held.append(take)
+            view = view[len(take) :]
+            room -= len(take)
+            if not room:
+                pieces.append(held[0] if len(held) == 1 else memoryview(b"".join(held)))
+                held, room = [], limit
+    if held:
+        pieces.append(held[0] if len(held) == 1 else memoryview(b"".join(held)))
+    return pieces
+
+
 def _nbytes(part: bytes | bytearray | memoryview) -> int:
     return part.nbytes if type(part) is memoryview else len(part)
 
@@ -333,6 +364,8 @@ class _Link(asyncio.BufferedProtocol):
         self.header: Header | None = None
         self.big: memoryview | None = None
         self.big_got = 0
+        self.pieces: list[memoryview] = []  # PART payloads of the next whole frame
+        self.pieces_size = 0
 
     # -- connection events ------------------------------------------------------------------
 
@@ -479,6 +512,23 @@ class _Link(asyncio.BufferedProtocol):
 
     def deliver(self, header: Header, payload: memoryview) -> None:
         owner = self.owner
+        if header.kind == Kind.PART or self.pieces:
+            size = self.pieces_size + header.length
+            if size > owner._max_message:
+                self.fail(
+                    FrameError(
+                        f"a message in parts of more than {owner._max_message} bytes "
+                        f"({size} so far)"
+                    )
+                )
+                return
+            self.pieces.append(payload)
+            self.pieces_size = size
+            if header.kind == Kind.PART:
+                return
+            payload = memoryview(b"".join(self.pieces))
+            header = header._replace(length=size)
+            self.pieces, self.pieces_size = [], 0
         if owner._closing or owner._on_frame is None:
             return
         try:
@@ -592,6 +642,9 @@ class TcpTransport(Transport):
         self._handshake_timeout = handshake_timeout
         self._close_timeout = close_timeout
         self._max_payload = self.max_payload = max_payload
+        # a progress or control message larger than a frame travels in parts, reassembled
+        # up to this size
+        self._max_message = max(max_payload, MAX_PAYLOAD)
         self._send_buffer_limit = send_buffer_limit
         self._loop: asyncio.AbstractEventLoop | None = None
         self._on_frame: FrameHandler | None = None
@@ -918,8 +971,23 @@ class TcpTransport(Transport):
             size += _nbytes(part)
         if size != header.length:
             raise ValueError(f"frame length {header.length} does not match payload {size}")
-        size += HEADER_SIZE
-        self.stats.count(header.kind, size)
+        limit = self._max_payload
+        if size > limit:
+            if size > self._max_message:
+                raise ValueError(
+                    f"a message of {size} bytes to process {peer} exceeds the limit of "
+                    f"{self._max_message} bytes"
+                )
+            pieces = _pieces(parts, limit)
+            for piece in pieces[:-1]:  # every piece but the last travels as a PART frame
+                self._queue(link, header._replace(kind=Kind.PART, length=_nbytes(piece)), [piece])
+            parts = pieces[-1:]
+            header = header._replace(length=_nbytes(parts[0]))
+        self._queue(link, header, parts, header.kind)
+
+    def _queue(self, link: _Link, header: Header, parts: Parts, kind: int | None = None) -> None:
+        size = header.length + HEADER_SIZE
+        self.stats.count(header.kind if kind is None else kind, size)
         link.queue(header.pack(), parts, size)
 
     def unsent(self, peer: int | None = None) -> int:

@@ -199,6 +199,57 @@ def test_messages_larger_than_a_frame_are_sent_in_parts(tmp_path: Path) -> None:
     assert [sum(r[3] for r in got), sum(r[4] for r in got)] == [91, 20_000]
 
 
+def test_progress_and_failures_larger_than_a_frame_arrive_whole(tmp_path: Path) -> None:
+    """Only data messages were split: with a 1 KiB frame limit a progress batch of 1000
+    epochs in flight killed the cluster ("frame of N bytes exceeds the limit"), and a long
+    failure message reached the peer as "disconnected" instead of its cause."""
+    body = """
+        import asyncio, os, sys, naiad
+        me = int(os.environ["NAIAD_PROCESS"])
+        async def main():
+            async with naiad.Runtime() as rt:
+                def build(s):
+                    handle, stream = s.new_input()
+                    return handle, stream.exchange(lambda x: x).collect()
+                df = rt.dataflow(build)
+                ((handle, out),) = df.results
+                for epoch in range(1000):  # every epoch in flight: one large progress batch
+                    handle.send([epoch])
+                    handle.advance_to(epoch + 1)
+                handle.close()
+                await df.finished()
+            os.write(1, f"result {me} {len(out)} {sum(x for _, x in out)}\\n".encode())
+        def fail(x):
+            if x == 1:
+                raise ValueError("the real cause " + "x" * 1500)
+            return x
+        if sys.argv[1:] == ["fail"]:
+            try:
+                naiad.run(lambda s: s.from_epochs([[0, 1]]).exchange(lambda x: x).map(fail))
+            except Exception as e:
+                os.write(1, f"error {me} {type(e).__name__}: {str(e)[:200]}\\n".encode())
+        else:
+            asyncio.run(main())
+        """
+    env = {"NAIAD_MAX_PAYLOAD": "1024"}
+    done = naiad_run(tmp_path, body, env=env)
+    assert done.returncode == 0, done.stderr
+    results = sorted(line.split()[1:] for line in done.stdout.splitlines())
+    assert sum(int(r[1]) for r in results) == 2000 and sum(int(r[2]) for r in results) == 999000
+    script = tmp_path / "script.py"
+    failed = subprocess.run(
+        [*CLI, str(script), "-n", "2", "fail"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env},
+    )
+    lines = sorted(failed.stdout.splitlines())
+    assert len(lines) == 2, failed.stderr
+    assert "process 1 stopped the cluster: ValueError: the real cause xxx" in lines[0]
+    assert lines[1].startswith("error 1 ValueError: the real cause xxx")
+
+
 def test_a_terminated_launcher_stops_its_processes(tmp_path: Path) -> None:
     script = tmp_path / "forever.py"
     script.write_text(

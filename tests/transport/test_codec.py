@@ -7,9 +7,11 @@ import struct
 from typing import Any
 
 import msgpack
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 from naiad.progress.timestamp import Lex, Product
 from naiad.transport.codec import (
@@ -98,6 +100,7 @@ records = st.recursive(
         st.none(),
         st.text(max_size=3),
         st.binary(max_size=3),
+        st.complex_numbers(allow_nan=False),
     ),
     lambda inner: st.one_of(st.lists(inner, max_size=4), st.tuples(inner, inner)),
     max_leaves=20,
@@ -116,3 +119,82 @@ def shape(value: Any) -> Any:
 def test_records_of_any_python_values_cross_the_wire(batch: list[Any]) -> None:
     time, back = decode_message(b"".join(bytes(p) for p in encode_message(3, batch)))
     assert time == 3 and shape(back) == shape(batch)
+
+
+BEYOND_64_BITS = st.integers(0, 9) | st.integers(2**64, 2**70)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.tuples(st.integers(0, 9), BEYOND_64_BITS), small),
+        min_size=1,
+        max_size=9,
+    ).filter(lambda changes: any(t >= 2**64 for (_, t), _ in changes))
+)
+def test_progress_batches_with_times_beyond_64_bits_decode_to_themselves(changes: list) -> None:
+    """Regression: the flat forms packed an epoch of 2**64 with plain msgpack (OverflowError)."""
+    assert decode_changes(encode_changes(changes)) == changes
+
+
+def any_dtype() -> st.SearchStrategy[np.dtype[Any]]:
+    leaf = st.one_of(
+        hnp.boolean_dtypes(),
+        hnp.integer_dtypes(endianness="?"),
+        hnp.unsigned_integer_dtypes(endianness="?"),
+        hnp.floating_dtypes(endianness="?"),
+        hnp.complex_number_dtypes(endianness="?"),
+        hnp.datetime64_dtypes(endianness="?"),
+        hnp.timedelta64_dtypes(endianness="?"),
+        hnp.unicode_string_dtypes(endianness="?", min_len=1),
+        hnp.byte_string_dtypes(endianness="?", min_len=1),
+    )
+    return st.one_of(leaf, hnp.array_dtypes(leaf, min_size=1, max_size=3))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    hnp.arrays(any_dtype(), hnp.array_shapes(min_dims=0, max_dims=2, min_side=0, max_side=5)),
+    st.booleans(),
+)
+def test_arrays_of_every_dtype_and_shape_cross_the_wire_as_arrays(
+    array: np.ndarray, strided: bool
+) -> None:
+    """Regression: dates and times failed to encode ("cannot include dtype 'M' in a buffer"),
+    strings, bytes and structured arrays arrived as lists, a 0-d array with shape (1,)."""
+    if strided and array.ndim:
+        array = array[::-1]
+    time, back = decode_message(b"".join(bytes(p) for p in encode_message(5, array)))
+    assert isinstance(back, np.ndarray)
+    assert (time, back.dtype, back.shape) == (5, array.dtype, array.shape)
+    assert back.tobytes() == np.ascontiguousarray(array).tobytes()
+
+
+def test_object_arrays_cross_the_wire_as_object_arrays() -> None:
+    array = np.empty((2, 2), dtype=object)
+    array[:] = [[("a", 1), None], [2.5, "x"]]
+    _, back = decode_message(b"".join(bytes(p) for p in encode_message(0, array)))
+    assert back.dtype == object and back.shape == (2, 2) and back.tolist() == array.tolist()
+
+
+def test_numpy_scalars_cross_the_wire() -> None:
+    """Regression: numpy strings, bytes, complex numbers and dates (what ``map`` over such an
+    array yields) were refused, with a message that claimed numpy scalars were accepted."""
+    batch = [
+        np.str_("s"),
+        np.bytes_(b"b"),
+        np.complex64(1 - 2j),
+        np.datetime64("2020-01-02", "D"),
+        np.timedelta64(7, "ms"),
+        np.datetime64("NaT"),
+    ]
+    _, back = decode_message(b"".join(bytes(p) for p in encode_message(0, batch)))
+    types = [str, bytes, complex, np.datetime64, np.timedelta64, np.datetime64]
+    assert [type(v) for v in back] == types
+    assert back[:5] == ["s", b"b", 1 - 2j, np.datetime64("2020-01-02"), np.timedelta64(7, "ms")]
+    assert np.isnat(back[5]) and back[3].dtype == np.dtype("M8[D]")
+
+
+def test_a_record_the_codec_cannot_send_is_named() -> None:
+    with pytest.raises(TypeError, match=r"cannot send a builtins\.frozenset between processes"):
+        encode_message(0, [1, frozenset([2])])

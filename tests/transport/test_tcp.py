@@ -480,7 +480,7 @@ def test_parser_delivers_every_frame_whatever_the_read_sizes(
     rng = random.Random(seed)
     frames = []
     for seq, size in enumerate(sizes):
-        kind = rng.choice(list(Kind))
+        kind = rng.choice([Kind.DATA, Kind.PROGRESS, Kind.CONTROL])
         frames.append((Header(kind, 1, 2, 3, 4, size, seq), rng.randbytes(size)))
     stream = b"".join(h.pack() + p for h, p in frames)
     boundaries = {0}
@@ -1147,3 +1147,34 @@ def test_a_peer_process_killed_with_sigkill_is_reported_once() -> None:
             child.wait(10)
 
     run(scenario())
+
+
+def test_a_message_in_parts_is_delivered_whole() -> None:
+    """A payload larger than the frame limit travels as PART frames and one of its own kind
+    (a progress batch is applied whole, so it cannot be split into batches)."""
+    link, got = parser_link(max_payload=1024)
+    payload = bytes(range(256)) * 10
+    pieces = tcp._pieces([payload[:100], memoryview(payload[100:])], 1024)
+    assert [len(p) for p in pieces] == [1024, 1024, 512]
+    header = Header(Kind.PROGRESS, 7, 0, 1, 0, len(payload), 3)
+    stream = b"".join(
+        header._replace(kind=Kind.PART if i < 2 else Kind.PROGRESS, length=len(p)).pack() + bytes(p)
+        for i, p in enumerate(pieces)
+    )
+    small = Header(Kind.CONTROL, 0, 0, 1, 0, 3, 0)
+    try:
+        feed(link, stream + small.pack() + b"abc", [700])
+        assert got == [(header, payload), (small, b"abc")]
+    finally:
+        link.owner._running_loop().close()
+
+
+def test_parts_beyond_the_message_limit_are_refused() -> None:
+    link, got = parser_link(max_payload=1024)
+    link.owner._max_message = 2048
+    part = Header(Kind.PART, 0, 0, 1, 0, 1000, 0)
+    try:
+        feed(link, (part.pack() + bytes(1000)) * 3, [])
+        assert got == [] and link.lost
+    finally:
+        link.owner._running_loop().close()
