@@ -11,6 +11,7 @@ import pytest
 
 import naiad
 from naiad import BuildError, CapabilityError, InputError
+from naiad.differential import Collection, Variable
 
 
 def still_works() -> None:
@@ -147,6 +148,66 @@ def test_feedback_that_does_not_advance_is_rejected() -> None:
     still_works()
 
 
+@pytest.mark.parametrize("step", [1.5, "1", True])
+def test_a_feedback_step_that_is_not_an_integer_is_rejected(step: Any) -> None:
+    """Regression: 1.5 made float loop counters (a cluster then failed on a 'malformed
+    progress update' blamed on the peer)."""
+
+    def build(s: naiad.Scope) -> None:
+        with s.iterative() as loop:
+            loop.feedback(step=step, name="odd")
+
+    with pytest.raises(BuildError, match=r"'odd': step must be an integer"):
+        naiad.run(build)
+
+    def variable(s: naiad.Scope) -> None:
+        loop = s.iterative("v")
+        Variable(loop, Collection.from_epochs(s, [[(1, 1)]]).enter(loop), step=step)
+
+    with pytest.raises(BuildError, match=r"step must be an integer"):
+        naiad.run(variable)
+    still_works()
+
+
+@pytest.mark.parametrize("runtime", [{"workers": 1}, {"workers": 1, "processes": 2}])
+def test_a_numpy_feedback_step_counts_like_an_int(runtime: dict[str, Any]) -> None:
+    """Regression: np.int64(1) made numpy loop counters, which a cluster could not send."""
+
+    def build(s: naiad.Scope) -> Any:
+        with s.iterative() as loop:
+            handle, cycle = loop.feedback(step=np.int64(1))
+            body = s.from_epochs([[3]]).enter(loop).concat(cycle)
+            body.filter(lambda x: x > 0).map(lambda x: x - 1).exchange(lambda x: x).connect_loop(
+                handle
+            )
+            return body.leave().collect()
+
+    out = naiad.run(build, **runtime, transport="inproc")
+    assert sorted(x for worker in out for _, x in worker) == [0, 1, 2, 3]
+
+
+def nothing_enters(s: naiad.Scope) -> Any:
+    with s.iterative() as loop:
+        handle, cycle = loop.feedback()
+        cycle.map(lambda x: x + 1).connect_loop(handle)
+    return cycle.leave().collect()
+
+
+@pytest.mark.parametrize("build", [nothing_enters, lambda s: None])
+@pytest.mark.parametrize("runtime", [{"workers": 2}, {"workers": 1, "processes": 2}])
+def test_a_dataflow_where_nothing_can_happen_finishes(build: Any, runtime: dict[str, Any]) -> None:
+    """Regression: with no input or source nothing ever held a pointstamp, no frontier moved
+    and completion was never checked: ``naiad.run`` waited forever."""
+
+    async def main() -> list[Any]:
+        async with naiad.Runtime(**runtime, transport="inproc") as rt:
+            df = rt.dataflow(build)
+            await asyncio.wait_for(df.finished(), 30)
+            return df.results
+
+    assert asyncio.run(main()) in ([[], []], [None, None])
+
+
 def test_a_cycle_without_feedback_is_rejected_by_the_graph_builder() -> None:
     g = naiad.progress.GraphBuilder()
     a = g.add_node("A", 1, 1)
@@ -229,8 +290,6 @@ def test_runtime_options_are_checked(options: dict[str, Any], error: type, messa
 
 
 def test_sibling_loops_of_one_name_are_told_apart_in_errors() -> None:
-    from naiad.differential import Collection
-
     def build(scope: naiad.Scope) -> Any:
         first, second = scope.iterative(), scope.iterative()
         inside_first = Collection.from_epochs(scope, [[(1, 1)]]).enter(first)

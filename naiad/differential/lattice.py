@@ -101,6 +101,18 @@ def advance_by(times: np.ndarray, frontier: np.ndarray, lex: LexFlags = ()) -> n
     if len(frontier) == 0 or len(times) == 0:
         return times
     out = join(times, frontier[0:1], lex)
+    if len(frontier) > 1 and any(_flags(lex, times.shape[-1])):
+        # A lexicographic time inside a loop has no meet with times whose outer parts are
+        # incomparable (Lex(Product(0, 3), j) and Lex(Product(1, 0), k)): such a row keeps
+        # its own time, which is always sound (it is only compacted less).
+        kept = np.zeros(len(times), dtype=bool)
+        for f in frontier[1:]:
+            other = join(times, f[None, :], lex)
+            below = less_equal(out, other, lex)
+            comparable = below | less_equal(other, out, lex)
+            kept |= ~comparable
+            out = np.where((below | ~comparable)[..., None], out, other)
+        return np.where(kept[..., None], times, out)
     for f in frontier[1:]:
         out = meet(out, join(times, f[None, :], lex), lex)
     return out

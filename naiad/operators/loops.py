@@ -16,6 +16,7 @@ from naiad.dataflow.channels import Pipeline
 from naiad.dataflow.scope import BuildError
 from naiad.progress.capability import Capability
 from naiad.progress.summary import PathSummary
+from naiad.progress.timestamp import as_time
 
 if TYPE_CHECKING:
     from naiad.operators.scope import Scope
@@ -100,6 +101,10 @@ def feedback(
     transform: Callable[[Any], Any] | None = None,
 ) -> tuple[FeedbackHandle, Stream]:
     """A feedback vertex: its output stream now, its input later via ``connect_loop``."""
+    try:
+        step = as_time(step, 0, f"feedback {name!r}: step")
+    except TypeError as exc:
+        raise BuildError(str(exc)) from None
     if step < 1:
         raise BuildError(
             f"feedback {name!r}: step must be at least 1 (got {step}); a cycle whose feedback "

@@ -338,6 +338,9 @@ class Process:
                     shard.worker.schedule_notify(shard)
         for worker in self.workers:
             worker.flush()
+        if not initial:  # nothing holds a pointstamp, now or ever: no frontier will move
+            self.maybe_complete.add(instance)
+            self.group.wake()
         for peer, header, payload in self._early.pop(ident, []):
             self._guarded(peer, instance.deliver, peer, header, payload)
         return instance

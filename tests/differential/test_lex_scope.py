@@ -77,3 +77,35 @@ def test_reachability_iterated_in_a_lex_loop(graph: Any, layout: Any) -> None:
 
     results = ref.run(build, layout)
     ref.check(results, ref.expect_binary(roots, edges, ref.reach))
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.integers(2, 3).flatmap(
+        lambda n: st.tuples(
+            growing(st.integers(0, 5), n),
+            growing(st.tuples(st.integers(0, 5), st.integers(0, 5)), n),
+        )
+    ),
+    layouts,
+)
+def test_a_lex_loop_nested_in_a_product_loop(graph: Any, layout: Any) -> None:
+    """Regression: inside an ordinary loop a ``Lex`` time's outer part is a ``Product``, and
+    two of them can be incomparable; compacting to a frontier holding both took their meet,
+    which does not exist (ValueError in the arrangement, once two epochs were in flight)."""
+    roots, edges = graph
+
+    def build(scope: Any) -> Any:
+        r, e = Collection.from_epochs(scope, roots), Collection.from_epochs(scope, edges)
+
+        def outer(x: Collection) -> Collection:
+            inner = x.scope.iterative("lex", time_class=Lex)
+            x_in, e_in = x.enter(inner), e.enter(inner)
+            var = Variable(inner, x_in)
+            step = var.collection.join(e_in).map(lambda rec: rec[1]).concat(x_in).distinct()
+            return var.set(step).leave()
+
+        return r.iterate(outer).changes()
+
+    results = ref.run(build, layout)
+    ref.check(results, ref.expect_binary(roots, edges, ref.reach))
