@@ -84,3 +84,18 @@ def test_exception_while_starting_reaches_the_builder() -> None:
     assert (
         "naiad: raised in operator 'Source' on worker 0 starting at time 0" in info.value.__notes__
     )
+
+
+def test_a_stop_iteration_in_map_is_an_error_not_the_end_of_the_batch() -> None:
+    """Regression: ``list(map(f, batch))`` took a StopIteration raised by ``f`` for the end
+    of the batch: the rest of the batch vanished and the run succeeded."""
+
+    def f(x: int) -> int:
+        if x == 2:
+            next(iter([]))
+        return x * 10
+
+    with pytest.raises(RuntimeError, match="operator 'map' raised StopIteration") as info:
+        naiad.run(lambda s: s.from_epochs([[1, 2, 3, 4]]).map(f).collect())
+    assert isinstance(info.value.__cause__, StopIteration)
+    assert any("operator 'map' on worker 0" in n for n in info.value.__notes__)

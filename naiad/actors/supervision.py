@@ -14,15 +14,32 @@ from typing import Any
 _NOTED = "_naiad_noted"
 
 
-def annotate(exc: BaseException, operator: str, worker: int, doing: str, time: Any) -> None:
-    """Adds one note naming where in the dataflow ``exc`` was raised (only the innermost)."""
-    if getattr(exc, _NOTED, False):
-        return
-    with contextlib.suppress(AttributeError):  # an exception with __slots__ is noted anyway
-        setattr(exc, _NOTED, True)
-    exc.add_note(
-        f"naiad: raised in operator {operator!r} on worker {worker} {doing} at time {time!r}"
-    )
+def annotate(
+    exc: BaseException, operator: str, worker: int, doing: str, time: Any
+) -> BaseException:
+    """Adds one note naming where in the dataflow ``exc`` was raised (only the innermost);
+    returns the exception to raise: ``exc`` itself, except for a ``StopIteration``, which no
+    coroutine can pass on (Python turns it into "coroutine raised StopIteration", PEP 479):
+    a ``RuntimeError`` that says so, caused by it."""
+    if not getattr(exc, _NOTED, False):
+        with contextlib.suppress(AttributeError):  # an exception with __slots__ is noted anyway
+            setattr(exc, _NOTED, True)
+        exc.add_note(
+            f"naiad: raised in operator {operator!r} on worker {worker} {doing} at time {time!r}"
+        )
+    if isinstance(exc, StopIteration):
+        error = RuntimeError(
+            f"operator {operator!r} raised StopIteration{f': {exc}' if str(exc) else ''} "
+            f"(it is this error's __cause__; a StopIteration cannot leave the runtime's "
+            f"coroutines as itself)"
+        )
+        error.__cause__ = exc
+        for note in getattr(exc, "__notes__", ()):
+            error.add_note(note)
+        with contextlib.suppress(AttributeError):
+            setattr(error, _NOTED, True)
+        return error
+    return exc
 
 
 class DataflowStopped(RuntimeError):

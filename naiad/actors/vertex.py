@@ -233,8 +233,7 @@ class VertexShard(Actor):
         try:
             self.logic.on_start(cap)
         except BaseException as exc:
-            annotate(exc, self.name, self.worker.index, "starting", initial_time)
-            raise
+            raise annotate(exc, self.name, self.worker.index, "starting", initial_time)
         finally:
             self.current = None
         cap._valid = False
@@ -271,8 +270,7 @@ class VertexShard(Actor):
                 try:
                     on_recv(port, cap, batch)
                 except BaseException as exc:
-                    annotate(exc, self.name, worker.index, "receiving a message", time)
-                    raise
+                    raise annotate(exc, self.name, worker.index, "receiving a message", time)
                 cap._valid = False
         finally:
             self.current = outer
@@ -371,8 +369,7 @@ class VertexShard(Actor):
             else:
                 fn(arg)
         except BaseException as exc:
-            annotate(exc, self.name, worker.index, doing, cap.time if cap else None)
-            raise
+            raise annotate(exc, self.name, worker.index, doing, cap.time if cap else None)
         finally:
             self.current = outer
             self.depth -= 1

@@ -552,6 +552,7 @@ class InputSession:
         self.handle = handle
         self._depth = scope_depth
         self._staged: list[tuple[Any, Any, int]] = []
+        handle.before_close.append(self.flush)  # closed by the runtime at its end, say
 
     @property
     def epoch(self) -> Any:

@@ -7,7 +7,7 @@ the new epoch becomes complete once every worker's input has advanced), ``close`
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, Iterable
+from collections.abc import AsyncIterable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from naiad.actors.vertex import Vertex
@@ -56,6 +56,8 @@ class InputHandle:
     def __init__(self, vertex: InputVertex, name: str) -> None:
         self._vertex = vertex
         self.name = name
+        # run before the input closes, however it is closed (a session's staged updates)
+        self.before_close: list[Callable[[], None]] = []
 
     @property
     def epoch(self) -> Any:
@@ -164,6 +166,8 @@ class InputHandle:
             return
         cap = self._vertex.cap
         if cap is not None and cap.valid:
+            for hook in self.before_close:
+                hook()
             cap.drop()
             self._flush()
 

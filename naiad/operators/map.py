@@ -34,7 +34,9 @@ def map_records(stream: Stream, f: Callable[[Any], Any], name: str = "map") -> S
     >>> naiad.run(lambda s: s.from_epochs([[1, 2], [3]]).map(lambda x: x * 10).collect())
     [[(0, 10), (0, 20), (1, 30)]]
     """
-    return map_batch(stream, lambda batch: list(map(f, batch)), name)
+    # a comprehension, not list(map(f, batch)): map would take a StopIteration raised by f
+    # for the end of the batch and drop the rest of it
+    return map_batch(stream, lambda batch: [f(x) for x in batch], name)
 
 
 def map_batch(stream: Stream, f: Callable[[Any], Any], name: str = "map_batch") -> Stream:

@@ -356,3 +356,13 @@ async def test_a_view_reads_at_integer_times_only() -> None:
         with pytest.raises(TypeError, match=r"a view's time must be an integer, not 0\.5"):
             view.at(0.5)
         session.close()
+
+
+async def test_staged_updates_are_sent_when_the_runtime_closes_the_input() -> None:
+    """Regression: the runtime's exit closed the input under the session, and the updates
+    the session had staged (inserted, not yet flushed) were lost."""
+    async with naiad.Runtime() as rt:
+        session, changes = fed(rt, lambda c: c)
+        session.insert(("a", 1))
+        session.insert(("b", 2))
+    assert sorted(changes) == [(("a", 1), 0, 1), (("b", 2), 0, 1)]
