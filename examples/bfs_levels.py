@@ -28,6 +28,9 @@ Edge = tuple[int, int]
 
 def random_graph(nodes: int = 30, edges: int = 36, seed: int = 10) -> list[Edge]:
     """A seeded random undirected graph as a list of distinct ``(u, v)`` edges, ``u != v``."""
+    most = nodes * (nodes - 1) // 2
+    if edges > most:
+        raise ValueError(f"{nodes} nodes hold at most {most} distinct edges, not {edges}")
     rng = random.Random(seed)
     chosen: set[Edge] = set()
     while len(chosen) < edges:
@@ -122,8 +125,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=10, help="random seed for the graph")
     parser.add_argument("--root", type=int, default=0, help="the BFS root (default 0)")
     args = parser.parse_args(argv)
-
-    edges = random_graph(args.nodes, args.edges, args.seed)
+    try:
+        edges = random_graph(args.nodes, args.edges, args.seed)
+    except ValueError as exc:
+        parser.error(str(exc))
     levels, notified = bfs_levels(edges, args.root, args.workers)
     print(
         f"BFS from node {args.root} on a random graph: {args.nodes} nodes, {len(edges)} edges,"

@@ -131,3 +131,11 @@ def test_bfs_isolated_root() -> None:
     levels, notified = bfs_levels.bfs_levels([(1, 2)], root=0, workers=2)
     assert levels == {0: 0}
     assert notified == [[0], []]
+
+
+def test_bfs_refuses_more_edges_than_the_nodes_hold(capsys: pytest.CaptureFixture[str]) -> None:
+    """Regression: ``--nodes 3 --edges 10`` drew edges forever."""
+    assert len(bfs_levels.random_graph(3, 3, 1)) == 3  # the complete graph
+    with pytest.raises(SystemExit):
+        bfs_levels.main(["--nodes", "3", "--edges", "10"])
+    assert "3 nodes hold at most 3 distinct edges, not 10" in capsys.readouterr().err

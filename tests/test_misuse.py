@@ -324,3 +324,71 @@ def test_a_bad_send_names_the_sender(vertex: naiad.Vertex, error: type, message:
         naiad.run(lambda s: s.from_epochs([[1]]).unary(vertex, name="mine").collect())
     assert "'mine'" in "".join(getattr(info.value, "__notes__", []))
     still_works()
+
+
+async def test_a_runtime_that_has_stopped_says_so() -> None:
+    """Regression: after its ``async with`` block a runtime accepted dataflows that never
+    ran, and a second ``async with`` hung on exit."""
+    rt = naiad.Runtime()
+    async with rt:
+        pass
+    with pytest.raises(RuntimeError, match="runtime has stopped"):
+        rt.dataflow(lambda s: s.from_epochs([[1]]).collect())
+    with pytest.raises(RuntimeError, match="a runtime runs once"):
+        async with rt:
+            pass
+
+
+async def test_operators_added_after_the_build_are_refused() -> None:
+    """Regression: they were accepted and never ran (records dropped, subscribe silent, a
+    probe failing with an AttributeError)."""
+    async with naiad.Runtime() as rt:
+        df = rt.dataflow(lambda s: s.new_input())
+        ((handle, stream),) = df.results
+        with pytest.raises(BuildError, match="already built and running: operator 'inspect'"):
+            stream.inspect(print)
+        with pytest.raises(BuildError, match="already built"):
+            stream.probe()
+        handle.close()
+
+
+def test_a_one_shot_iterator_of_epochs_is_refused_for_several_workers() -> None:
+    """Regression: the workers shared the iterator, each taking its share of a different
+    epoch: records were lost and misplaced."""
+    data = [[1, 2, 3, 4], [5, 6]]
+    with pytest.raises(BuildError, match="one-shot iterator, but each of the 2 workers"):
+        naiad.run(lambda s: s.from_epochs(iter(data)).collect(), workers=2)
+    with pytest.raises(BuildError, match="one-shot iterator"):
+        naiad.run(lambda s: Collection.from_epochs(s, iter([[(1, 1)]])).changes(), workers=2)
+    one = naiad.run(lambda s: s.from_epochs(iter(data)).collect())  # one worker: fine
+    assert one == [[(0, 1), (0, 2), (0, 3), (0, 4), (1, 5), (1, 6)]]
+    still_works()
+
+
+def test_a_none_epoch_is_an_error_not_the_end() -> None:
+    """Regression: None ended the source silently: the epochs after it were lost."""
+    with pytest.raises(TypeError, match=r"epoch 1 is None: an epoch without records is \[\]"):
+        naiad.run(lambda s: s.from_epochs([[1], None, [2]]).collect())
+    with pytest.raises(TypeError, match="epoch 1 is None"):
+        naiad.run(lambda s: Collection.from_epochs(s, [[(1, 1)], None]).changes())
+    still_works()
+
+
+class Pass(naiad.Vertex):
+    def on_recv(self, port: int, cap: naiad.Capability, batch: Any) -> None:
+        self.send(cap, batch)
+
+
+@pytest.mark.parametrize("where", ["two workers", "two operators"])
+def test_one_vertex_object_for_two_shards_is_refused(where: str) -> None:
+    """Regression: the last shard built took the object over and the other failed with a
+    baffling CapabilityError ("the capability ... belongs to operator 'Pass'")."""
+    shared = Pass()
+
+    def build(s: naiad.Scope) -> Any:
+        out = s.from_epochs([[1, 2]]).unary(shared)
+        return (out.unary(shared) if where == "two operators" else out).collect()
+
+    with pytest.raises(BuildError, match="one Pass object is operator 'Pass' on worker 0"):
+        naiad.run(build, workers=2 if where == "two workers" else 1)
+    still_works()

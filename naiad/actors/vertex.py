@@ -233,7 +233,10 @@ class VertexShard(Actor):
         try:
             self.logic.on_start(cap)
         except BaseException as exc:
-            raise annotate(exc, self.name, self.worker.index, "starting", initial_time)
+            error = annotate(exc, self.name, self.worker.index, "starting", initial_time)
+            if error is exc:
+                raise
+            raise error from exc
         finally:
             self.current = None
         cap._valid = False
@@ -270,7 +273,10 @@ class VertexShard(Actor):
                 try:
                     on_recv(port, cap, batch)
                 except BaseException as exc:
-                    raise annotate(exc, self.name, worker.index, "receiving a message", time)
+                    error = annotate(exc, self.name, worker.index, "receiving a message", time)
+                    if error is exc:
+                        raise
+                    raise error from exc
                 cap._valid = False
         finally:
             self.current = outer
@@ -369,7 +375,10 @@ class VertexShard(Actor):
             else:
                 fn(arg)
         except BaseException as exc:
-            raise annotate(exc, self.name, worker.index, doing, cap.time if cap else None)
+            error = annotate(exc, self.name, worker.index, doing, cap.time if cap else None)
+            if error is exc:
+                raise
+            raise error from exc
         finally:
             self.current = outer
             self.depth -= 1

@@ -59,6 +59,14 @@ class DataflowBuild:
     operators: list[OperatorSpec] = field(default_factory=list)
     edges: list[EdgeSpec] = field(default_factory=list)
     open_loops: dict[int, str] = field(default_factory=dict)  # feedback node -> its name
+    built: bool = False  # the build function returned: the graph is fixed
+
+    def check_open(self, what: str) -> None:
+        if self.built:
+            raise BuildError(
+                f"dataflow {self.name!r} is already built and running: {what} must be "
+                f"declared inside its build function"
+            )
 
     def graph(self) -> GraphBuilder:
         """The logical graph for the progress tracker."""
@@ -83,6 +91,7 @@ class DataflowBuild:
                 f"call stream.connect_loop(handle) (for a differential Variable: "
                 f"variable.set(result))"
             )
+        self.built = True
 
 
 class ScopeCore:
@@ -148,6 +157,7 @@ class ScopeCore:
         ``input_scope`` is the scope the inputs must belong to (this scope unless the operator
         crosses a scope boundary, as ingress and egress do).
         """
+        self.build.check_open(f"operator {name!r}")
         expected = input_scope or self
         for stream, _ in inputs:
             if stream.scope.build is not self.build:
@@ -176,6 +186,7 @@ class ScopeCore:
         return node
 
     def connect(self, stream: StreamCore, node: int, port: int, pact: Pact | None = None) -> None:
+        self.build.check_open("an edge")
         self.build.edges.append(
             EdgeSpec((stream.node, stream.port), (node, port), pact or Pipeline())
         )

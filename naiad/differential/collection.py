@@ -40,7 +40,7 @@ from naiad.differential.updates import (
     take_rows,
     time_matrix,
 )
-from naiad.operators.input import InputHandle
+from naiad.operators.input import InputHandle, check_reiterable
 from naiad.operators.probe import ProbeHandle
 from naiad.operators.stream import Stream
 from naiad.progress.capability import Capability
@@ -135,8 +135,11 @@ class Collection:
         scope: Any, epochs: Iterable[list[tuple[Any, int]]], name: str = "from_epochs"
     ) -> Collection:
         """Epoch ``i`` holds the ``(record, diff)`` changes of the ``i``-th list."""
+        check_reiterable(epochs, scope.peers, name)
         batches = []
         for epoch, changes in enumerate(epochs):
+            if changes is None:
+                raise TypeError(f"from_epochs: epoch {epoch} is None: no changes is []")
             rows = []
             for change in changes:
                 if not (isinstance(change, tuple) and len(change) == 2):
@@ -167,6 +170,7 @@ class Collection:
         >>> naiad.run(build)
         [[((1, 5), 0, 1), ((2, 6), 0, 1)]]
         """
+        check_reiterable(epochs, scope.peers, name)
         batches = []
         diff_list = list(diffs) if diffs is not None else None
         for epoch, raw in enumerate(epochs):

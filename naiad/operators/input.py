@@ -11,6 +11,7 @@ from collections.abc import AsyncIterable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from naiad.actors.vertex import Vertex
+from naiad.dataflow.scope import BuildError
 from naiad.progress.capability import Capability
 from naiad.progress.timestamp import as_time, depth
 
@@ -194,9 +195,11 @@ class EpochSource(Vertex):
         self.notify_at(cap)
 
     def on_notify(self, cap: Capability) -> None:
-        batch = next(self._epochs, None)
-        if batch is None:
+        batch: Any = next(self._epochs, _END)
+        if batch is _END:
             return
+        if batch is None:
+            raise TypeError(f"epoch {cap.time} is None: an epoch without records is []")
         peers = self.peers
         part = batch if peers == 1 else batch[self.index :: peers]
         self.send(cap, part)
@@ -207,5 +210,20 @@ def from_epochs(scope: ScopeCore, epochs: Iterable[Any], name: str = "from_epoch
     """A stream whose epoch ``i`` holds the ``i``-th batch of ``epochs``, split among workers."""
     if scope.depth:
         raise ValueError("from_epochs creates root-scope epochs; call it on the dataflow's scope")
+    check_reiterable(epochs, scope.peers, name)
     node = scope.add_operator(name, EpochSource(epochs), [])
     return scope.stream(node)
+
+
+_END = object()
+
+
+def check_reiterable(epochs: Iterable[Any], peers: int, name: str) -> None:
+    """Refuses a one-shot iterator given to several workers: each worker reads its share of
+    every epoch from its own iteration, and a shared iterator would hand them different
+    epochs (records lost and misplaced)."""
+    if peers > 1 and iter(epochs) is epochs:
+        raise BuildError(
+            f"{name}: {type(epochs).__name__} is a one-shot iterator, but each of the {peers} "
+            f"workers iterates over the epochs: give a list (or another collection)"
+        )

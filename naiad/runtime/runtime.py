@@ -65,6 +65,9 @@ class Dataflow:
             instance.close_inputs()
 
 
+CLOSED = "this runtime has stopped (its 'async with' block ended): a runtime runs once"
+
+
 class Runtime:
     """The workers of this process (or of a simulated cluster), and the dataflows they run.
 
@@ -134,6 +137,7 @@ class Runtime:
         self._ids = itertools.count()
         self._failure: BaseException | None = None
         self._started = False
+        self._closed = False  # stopped: a runtime runs once
         self._children: list[subprocess.Popen[bytes]] = []
 
     @property
@@ -165,6 +169,8 @@ class Runtime:
             raise self._failure
 
     async def start(self) -> None:
+        if self._closed:
+            raise RuntimeError(CLOSED)
         if self._started:
             return
         self._started = True
@@ -234,6 +240,7 @@ class Runtime:
         return [(index, transport)]
 
     async def stop(self, graceful: bool = False) -> None:
+        self._closed = True
         for process in self.processes:
             await process.stop()
         if graceful:
@@ -283,6 +290,8 @@ class Runtime:
         """Builds ``build(scope)`` on every local worker and starts it; returns the dataflow."""
         if not self._started:
             raise RuntimeError("use the runtime inside 'async with Runtime(...)'")
+        if self._closed:
+            raise RuntimeError(CLOSED)
         if self._failure is not None:
             raise DataflowStopped(
                 f"the runtime has stopped after an error: {self._failure}"
@@ -316,7 +325,19 @@ a member that one launched)."""
 
 
 def _check_same(builds: list[DataflowBuild]) -> None:
-    """Every worker must have declared the same operators and edges, in the same order."""
+    """Every worker must have declared the same operators and edges, in the same order, each
+    operator with its own logic object."""
+    owners: dict[int, tuple[int, int, str]] = {}
+    for spec in builds:
+        for op in spec.operators:
+            first = owners.setdefault(id(op.logic), (spec.index, op.node, op.name))
+            if first[:2] != (spec.index, op.node):
+                raise BuildError(
+                    f"one {type(op.logic).__name__} object is operator {first[2]!r} on worker "
+                    f"{first[0]} and operator {op.name!r} on worker {spec.index}: a vertex "
+                    f"holds one shard's state, so create one per operator and worker (inside "
+                    f"the build function)"
+                )
     reference = builds[0].fingerprint()
     for spec in builds[1:]:
         other = spec.fingerprint()
