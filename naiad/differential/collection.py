@@ -471,7 +471,11 @@ def checked_columns(
     one-dimensional arrays of one length holding hashable values without NaN (what
     :func:`check_record` asks of a record, checked per column), and that the codec can
     send to another process if ``sendable``."""
-    columns = tuple(np.asarray(c) for c in raw)
+    # numbers stay numeric columns; strings, bytes and dates become Python values (a numpy
+    # string column beside integers would turn them into strings when merged)
+    columns = tuple(
+        a if a.dtype.kind in "biufO" else a.astype(object) for a in (np.asarray(c) for c in raw)
+    )
     if not columns:
         raise ValueError(f"{what}: a record needs at least one column")
     n = len(columns[0]) if columns[0].ndim else -1

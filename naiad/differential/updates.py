@@ -17,6 +17,7 @@ after which the sort is numeric too.
 
 from __future__ import annotations
 
+import numbers
 import zlib
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -563,7 +564,7 @@ def stable_hash(value: Any) -> int:
         return int(value) & _HASH_MASK
     if isinstance(value, float | np.floating):
         value = float(value)
-        if value.is_integer() and -_INT64_RANGE <= value < _INT64_RANGE:
+        if value.is_integer():  # as the equal int, however large
             return int(value) & _HASH_MASK
         return int(np.float64(value).view(np.int64)) & _HASH_MASK  # its bits
     if isinstance(value, str):
@@ -575,7 +576,34 @@ def stable_hash(value: Any) -> int:
         for item in value:
             h = (h * 1000003) ^ stable_hash(item)
         return h & _HASH_MASK
+    if isinstance(value, frozenset):  # equal sets, whatever the order of their elements
+        return sum(stable_hash(item) for item in value) & _HASH_MASK
+    if isinstance(value, numbers.Number):
+        return _number_hash(value)
     return zlib.crc32(repr(value).encode())
+
+
+def _number_hash(value: Any) -> int:
+    """Other numbers (``Fraction``, ``Decimal``, ``complex``) as the equal int or float, if
+    there is one; else by Python's numeric hash, which is the same in every process.
+
+    >>> from fractions import Fraction
+    >>> stable_hash(Fraction(6, 2)) == stable_hash(3)
+    True
+    >>> stable_hash(Fraction(1, 2)) == stable_hash(0.5)
+    True
+    """
+    try:
+        if isinstance(value, complex):
+            if value.imag == 0:
+                return stable_hash(value.real)
+        elif value == int(value):
+            return int(value) & _HASH_MASK
+        elif value == float(value):
+            return stable_hash(float(value))
+    except (TypeError, ValueError, OverflowError, ArithmeticError):  # NaN, infinities
+        pass
+    return hash(value) & _HASH_MASK
 
 
 def route(updates: Updates) -> np.ndarray:
@@ -611,6 +639,10 @@ def column_hashes(column: np.ndarray) -> np.ndarray:
         floats = column.astype(np.float64)
         with np.errstate(invalid="ignore"):  # out of int64's range: not integral here
             ints = floats.astype(np.int64)
-        integral = (ints == floats) & (floats >= -_INT64_RANGE) & (floats < _INT64_RANGE)
-        return np.where(integral, ints, floats.view(np.int64)) & _HASH_MASK
+        in_range = (floats >= -_INT64_RANGE) & (floats < _INT64_RANGE)
+        hashes = np.where((ints == floats) & in_range, ints, floats.view(np.int64)) & _HASH_MASK
+        big = ~in_range & np.isfinite(floats)  # integral: hashed as the equal Python int
+        if big.any():
+            hashes[big] = [int(v) & _HASH_MASK for v in floats[big].tolist()]
+        return hashes
     return np.fromiter((stable_hash(v) for v in column), np.int64, len(column))

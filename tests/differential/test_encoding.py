@@ -4,16 +4,20 @@ still be read as numbers (each batch carries the encoding it was written with)."
 
 from __future__ import annotations
 
+import asyncio
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
+import pytest
 
 import naiad
 from naiad.differential import Collection
 from naiad.differential.arrange import batch_updates
 from naiad.differential.join import JoinVertex
 from naiad.differential.trace import Spine, TraceHandle
-from naiad.differential.updates import INTERNER
+from naiad.differential.updates import INTERNER, column_hashes, stable_hash
 
 
 def insert(spine: Spine, keys: list[object], vals: list[object], t: int) -> object:
@@ -96,3 +100,60 @@ def test_ints_of_uint64s_range_beside_int64s_stay_exact() -> None:
     assert naiad.run(lambda s: Collection.from_columns(s, [columns]).changes()) == [
         [(5, 0, 1), (2**63 + 1, 0, 1)]
     ]
+
+
+EQUAL_VALUES = [
+    (2**63 + 2048, float(2**63 + 2048)),  # an integral float beyond int64
+    (-(2**64), float(-(2**64))),
+    (frozenset([0, 8]), frozenset([8, 0])),  # equal sets whose reprs differ
+    (Decimal("1.0"), Decimal("1")),
+    (Fraction(1, 2), 0.5),
+    (Fraction(3, 1), 3),
+    (Decimal("0.1"), Decimal("0.10")),
+    (complex(2, 0), 2),
+]
+
+
+@pytest.mark.parametrize(("a", "b"), EQUAL_VALUES)
+def test_equal_keys_hash_alike_and_meet_on_one_worker(a: Any, b: Any) -> None:
+    """Regression: an integral float beyond int64 hashed by its bits (an int by its value),
+    and other values by their repr: equal keys were routed to different workers, so a count
+    on 2 workers gave two keys and a join found nothing."""
+    assert a == b and stable_hash(a) == stable_hash(b)
+    floats = [v for v in (a, b) if isinstance(v, float)]
+    if floats:  # the vectorized hash of a float column agrees
+        assert column_hashes(np.array(floats)).tolist() == [stable_hash(floats[0])]
+
+    def build(scope: naiad.Scope) -> Any:
+        left = Collection.from_epochs(scope, [[((a, "a"), 1), ((b, "b"), 1)]])
+        keys = left.map(lambda r: r[0])
+        return keys.count().changes(), left.join(left).changes()
+
+    counts, joined = [], []
+    for c, j in naiad.run(build, workers=2):
+        counts += c
+        joined += j
+    assert [(n, t, d) for (_, n), t, d in counts] == [(2, 0, 1)]
+    assert len(joined) == 4  # every pair of the key's two records
+
+
+def test_string_columns_from_send_columns_stay_strings() -> None:
+    """Regression: a numpy string column was kept as a numeric one, and an int key beside it
+    was merged into the string '1' (count 2) and joined with it."""
+
+    async def main() -> list[Any]:
+        async with naiad.Runtime() as rt:
+
+            def build(scope: naiad.Scope) -> Any:
+                session, records = Collection.new_input(scope)
+                return session, records.count().changes()
+
+            ((session, changes),) = rt.dataflow(build).results
+            session.send_columns((np.array(["1", "a"]), np.array([7, 7])))
+            session.advance_to(1)
+            session.insert((1, 7))
+            session.close()
+        return changes
+
+    got = sorted(asyncio.run(main()), key=repr)
+    assert got == [(("1", 7, 1), 0, 1), (("a", 7, 1), 0, 1), ((1, 7, 1), 1, 1)]
