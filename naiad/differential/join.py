@@ -25,7 +25,7 @@ from naiad.differential.trace import (
     TraceHandle,
     expand_ranges,
 )
-from naiad.differential.updates import INTERNER, Updates, take_rows
+from naiad.differential.updates import INTERNER, Updates, rounds_as_float, take_rows
 from naiad.progress.capability import Capability
 
 if TYPE_CHECKING:
@@ -39,7 +39,12 @@ def match(left: Batch, right: Batch) -> tuple[np.ndarray, np.ndarray]:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty
     if len(left) <= len(right):
-        lo, hi = right.lookup(left.keys)
+        exact = _exact_keys(left.keys, right.keys)
+        if exact is None:
+            lo, hi = right.lookup(left.keys)
+        else:  # Python's exact int-float comparisons (numpy would round the ints)
+            keys, among = exact
+            lo, hi = among.searchsorted(keys, "left"), among.searchsorted(keys, "right")
         if len(left) <= SMALL_KEYS:  # a few rows: their matches as lists (no numpy calls)
             pairs = [
                 (i, j)
@@ -54,6 +59,25 @@ def match(left: Batch, right: Batch) -> tuple[np.ndarray, np.ndarray]:
         return np.repeat(np.arange(len(left)), counts), expand_ranges(lo, counts)
     j, i = match(right, left)
     return i, j
+
+
+def _exact_keys(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Both key columns as Python values when one holds integers and the other floats and
+    float64 would round an integer (two arrangements, each consistent on its own: beside
+    2.0**53, numpy compares 2**53 + 1 as equal); None when numpy compares them exactly.
+
+    >>> _exact_keys(np.array([1, 2]), np.array([1.0])) is None
+    True
+    >>> [c.tolist() for c in _exact_keys(np.array([2**53 + 1]), np.array([2.0**53]))]
+    [[9007199254740993], [9007199254740992.0]]
+    """
+    kinds = {a.dtype.kind, b.dtype.kind}
+    if "f" not in kinds or not kinds & {"i", "u"}:
+        return None
+    ints = a if a.dtype.kind in "iu" else b
+    if not rounds_as_float(ints):
+        return None
+    return a.astype(object), b.astype(object)
 
 
 class JoinVertex(Vertex):

@@ -157,3 +157,22 @@ def test_string_columns_from_send_columns_stay_strings() -> None:
 
     got = sorted(asyncio.run(main()), key=repr)
     assert got == [(("1", 7, 1), 0, 1), (("a", 7, 1), 0, 1), ((1, 7, 1), 1, 1)]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_join_compares_integer_and_float_keys_exactly(workers: int) -> None:
+    """Regression: two arrangements, one of integers and one of floats, were searched with
+    numpy, which rounds the integers: 2**53 + 1 joined 2.0**53."""
+
+    def build(scope: naiad.Scope) -> Any:
+        ints = Collection.from_epochs(scope, [[((2**53 + 1, "odd"), 1), ((2**53, "even"), 1)]])
+        floats = Collection.from_epochs(scope, [[((2.0**53, "float"), 1)]])
+        keys = floats.map(lambda r: r[0])
+        return ints.join(floats).changes(), ints.semijoin(keys).changes()
+
+    joined, kept = [], []
+    for j, k in naiad.run(build, workers=workers):
+        joined += j
+        kept += k
+    assert joined == [((2**53, "even", "float"), 0, 1)]
+    assert kept == [((2**53, "even"), 0, 1)]
