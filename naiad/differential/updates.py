@@ -123,12 +123,17 @@ def records_of(columns: Sequence[np.ndarray]) -> list[Any]:
     return list(zip(*fields, strict=True))
 
 
+_PLAIN = (int, float)
+_FORM = {bool: -1, int: 0, float: 1}  # decoded forms of equal numbers, preferred first
+
+
 class Interner:
     """Dictionary encoding of Python values as int64 codes, shared by a whole process.
 
     Arrangements store ``object`` columns as codes, so that sorting, merging and joining are
     numeric; equal values get equal codes everywhere in the process, and decode to the form
-    first seen, except that an int replaces an equal float (2 for 2.0). The price: one dict
+    first seen, except that an int replaces an equal float (2 for 2.0), and a float an equal
+    number of another type (0.5 for Fraction(1, 2)). The price: one dict
     lookup per value on the way in, one list index per value on the way out, and the table
     keeps every distinct value ever seen (documented cost of arbitrary Python values).
 
@@ -149,9 +154,11 @@ class Interner:
             if c is None:
                 c = codes[v] = len(values)
                 values.append(v)
-            elif v.__class__ is int and values[c].__class__ is float:
-                # equal values share a code and decode to one form: the int, not the float
-                # (5.0 standing for 5 would round a sum with an int beyond 2**53)
+            elif v.__class__ in _PLAIN and _FORM[v.__class__] < _FORM.get(values[c].__class__, 2):
+                # equal values share a code and decode to one form: an int before a float
+                # (5.0 standing for 5 would round a sum with an int beyond 2**53), a float
+                # before another number (Fraction(1, 2) seen in one dataflow is not the 0.5
+                # of another); a bool stays itself
                 values[c] = v
             return c
 

@@ -176,3 +176,14 @@ def test_a_join_compares_integer_and_float_keys_exactly(workers: int) -> None:
         kept += k
     assert joined == [((2**53, "even", "float"), 0, 1)]
     assert kept == [((2**53, "even"), 0, 1)]
+
+
+def test_a_float_is_not_decoded_as_an_equal_fraction_seen_before() -> None:
+    """Regression (found by the suite's order): the process-wide interner decoded 0.5 as
+    the Fraction(1, 2) an earlier dataflow had interned."""
+    INTERNER.encode(np.array([Fraction(1, 2), Decimal("0.25")], dtype=object))
+    # beside an int that float64 would round, the floats are Python values, interned
+    epoch = [((0.5, "x"), 1), ((2**60 + 1, "y"), 1)]
+    out = naiad.run(lambda s: Collection.from_epochs(s, [epoch]).distinct().changes())
+    records = sorted(r for r, _, _ in out[0])
+    assert records == [(0.5, "x"), (2**60 + 1, "y")] and type(records[0][0]) is float
