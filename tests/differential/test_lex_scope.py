@@ -49,16 +49,18 @@ def growing(draw: Any, items: Any, epochs: int) -> Any:
     return [[(x, 1) for x, e in zip(chosen, at, strict=True) if e == i] for i in range(epochs)]
 
 
-@settings(max_examples=25, deadline=None)
-@given(
-    st.integers(1, 3).flatmap(
+def graphs(min_epochs: int) -> Any:
+    """Growing ``(roots, edges)`` histories over ``min_epochs`` to 3 epochs."""
+    return st.integers(min_epochs, 3).flatmap(
         lambda n: st.tuples(
             growing(st.integers(0, 5), n),
             growing(st.tuples(st.integers(0, 5), st.integers(0, 5)), n),
         )
-    ),
-    layouts,
-)
+    )
+
+
+@settings(max_examples=25, deadline=None)
+@given(graphs(1), layouts)
 def test_reachability_iterated_in_a_lex_loop(graph: Any, layout: Any) -> None:
     """Insertions only: with (epoch, iteration) ordered lexicographically, each epoch starts
     from the previous epoch's fixed point, which for a monotone fixed point is correct (so
@@ -80,15 +82,7 @@ def test_reachability_iterated_in_a_lex_loop(graph: Any, layout: Any) -> None:
 
 
 @settings(max_examples=25, deadline=None)
-@given(
-    st.integers(2, 3).flatmap(
-        lambda n: st.tuples(
-            growing(st.integers(0, 5), n),
-            growing(st.tuples(st.integers(0, 5), st.integers(0, 5)), n),
-        )
-    ),
-    layouts,
-)
+@given(graphs(2), layouts)
 def test_a_lex_loop_nested_in_a_product_loop(graph: Any, layout: Any) -> None:
     """Regression: inside an ordinary loop a ``Lex`` time's outer part is a ``Product``, and
     two of them can be incomparable; compacting to a frontier holding both took their meet,
