@@ -157,31 +157,32 @@ class LocalPusher:
 class ExchangePusher:
     """Partitions each batch and pushes every part to the pusher of its worker."""
 
-    __slots__ = ("pact", "peers", "pushers", "remote")
+    __slots__ = ("encoders", "pact", "peers", "pushers")
 
     def __init__(self, pact: Exchange, pushers: list[Any]) -> None:
         self.pact = pact
         self.pushers = pushers
         self.peers = len(pushers)
-        # workers in other processes: their pushers encode (``encoded``/``send_encoded``)
-        self.remote = any(hasattr(p, "encoded") for p in pushers)
+        # per worker, the encoder of a pusher to another process (``encoded``), else None;
+        # None altogether when every worker is in this process
+        encoders = [getattr(p, "encoded", None) for p in pushers]
+        self.encoders = encoders if any(encoders) else None
 
     def push(self, time: Any, batch: Any) -> None:
-        pushers = self.pushers
+        pushers, encoders = self.pushers, self.encoders
         parts = self.pact.partition(batch, self.peers)
-        if self.remote and len(parts) > 1:
-            # Encode every part that leaves the process before delivering any: a record the
-            # codec refuses raises with nothing of the batch delivered anywhere.
-            staged = []
+        if encoders is None or len(parts) <= 1:
             for worker, part in parts:
-                pusher = pushers[worker]
-                encode = getattr(pusher, "encoded", None)
-                staged.append((pusher, part, None if encode is None else encode(time, part)))
-            for pusher, part, frames in staged:
-                if frames is None:
-                    pusher.push(time, part)
-                else:
-                    pusher.send_encoded(time, frames)
+                pushers[worker].push(time, part)
             return
+        # Encode every part that leaves the process before delivering any: a record the codec
+        # refuses raises with nothing of the batch delivered anywhere.
+        staged = []
         for worker, part in parts:
-            pushers[worker].push(time, part)
+            encode = encoders[worker]
+            staged.append((worker, part if encode is None else encode(time, part)))
+        for worker, part in staged:
+            if encoders[worker] is None:
+                pushers[worker].push(time, part)
+            else:
+                pushers[worker].send_encoded(time, part)

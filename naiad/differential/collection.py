@@ -486,11 +486,17 @@ def checked_columns(
                 f"the same length ({n})"
             )
         if c.dtype == object:
-            for row, value in enumerate(c.tolist()):
+            values = c.tolist()
+            checks = [check_record]
+            if sendable:
+                try:  # one encoding of the whole column; value by value only to name the row
+                    check_sendable(values)
+                except TypeError:
+                    checks.append(check_sendable)
+            for row, value in enumerate(values):
                 try:
-                    check_record(value)
-                    if sendable:
-                        check_sendable(value)
+                    for check in checks:
+                        check(value)
                 except (TypeError, ValueError) as e:
                     raise type(e)(f"row {row} of column {i}: {e}") from None
     reject_nan(columns)

@@ -85,37 +85,37 @@ def join(a: np.ndarray, b: np.ndarray, lex: LexFlags = ()) -> np.ndarray:
 
 def meet(a: np.ndarray, b: np.ndarray, lex: LexFlags = ()) -> np.ndarray:
     """Row-wise greatest lower bound (for ``Lex`` columns only where it exists)."""
-    if not any(_flags(lex, a.shape[-1])):
-        return np.minimum(a, b)
-    le_ab, le_ba = less_equal(a, b, lex), less_equal(b, a, lex)
-    if not np.all(le_ab | le_ba):
+    out, exists = _partial_meet(a, b, lex)
+    if not exists.all():
         raise ValueError("the meet of lexicographic times with incomparable outer parts")
-    return np.where(le_ab[..., None], a, b)
+    return out
+
+
+def _partial_meet(a: np.ndarray, b: np.ndarray, lex: LexFlags) -> tuple[np.ndarray, np.ndarray]:
+    """The row-wise meet, and per row whether it exists: a lexicographic time inside a loop
+    has none with a time whose outer part is incomparable (``Lex(Product(0, 3), j)`` and
+    ``Lex(Product(1, 0), k)``); ``a``'s row stands there."""
+    if not any(_flags(lex, a.shape[-1])):
+        return np.minimum(a, b), np.ones(a.shape[:-1], dtype=bool)
+    le_ab = less_equal(a, b, lex)
+    exists = le_ab | less_equal(b, a, lex)
+    return np.where((le_ab | ~exists)[..., None], a, b), exists
 
 
 def advance_by(times: np.ndarray, frontier: np.ndarray, lex: LexFlags = ()) -> np.ndarray:
     """Times advanced to the frontier (differential's logical compaction): each row becomes the
     meet over frontier elements ``f`` of ``join(t, f)``. For every time ``s`` in advance of the
     frontier, ``t <= s`` exactly when the advanced ``t <= s``, so accumulations at such times
-    do not change."""
+    do not change. A row whose meet does not exist keeps its own time: always sound (it is
+    only compacted less)."""
     if len(frontier) == 0 or len(times) == 0:
         return times
     out = join(times, frontier[0:1], lex)
-    if len(frontier) > 1 and any(_flags(lex, times.shape[-1])):
-        # A lexicographic time inside a loop has no meet with times whose outer parts are
-        # incomparable (Lex(Product(0, 3), j) and Lex(Product(1, 0), k)): such a row keeps
-        # its own time, which is always sound (it is only compacted less).
-        kept = np.zeros(len(times), dtype=bool)
-        for f in frontier[1:]:
-            other = join(times, f[None, :], lex)
-            below = less_equal(out, other, lex)
-            comparable = below | less_equal(other, out, lex)
-            kept |= ~comparable
-            out = np.where((below | ~comparable)[..., None], out, other)
-        return np.where(kept[..., None], times, out)
+    kept = np.zeros(len(times), dtype=bool)
     for f in frontier[1:]:
-        out = meet(out, join(times, f[None, :], lex), lex)
-    return out
+        out, exists = _partial_meet(out, join(times, f[None, :], lex), lex)
+        kept |= ~exists
+    return np.where(kept[..., None], times, out) if kept.any() else out
 
 
 def beyond(times: np.ndarray, frontier: np.ndarray, lex: LexFlags = ()) -> np.ndarray:

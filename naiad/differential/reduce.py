@@ -42,6 +42,7 @@ from naiad.differential.updates import (
     columns_of,
     consolidated,
     group_starts,
+    object_column,
     records_of,
     take_rows,
     time_groups,
@@ -128,11 +129,12 @@ class SumLogic(Logic):
             if not all(isinstance(x, numbers.Number) for x in values):
                 raise TypeError("sum: values must be numbers")
             bounds, weights = [*starts.tolist(), len(values)], counts.tolist()
-            sums = np.empty(len(starts), dtype=object)
-            sums[:] = [
-                sum(x * c for x, c in zip(values[a:b], weights[a:b], strict=True))
-                for a, b in itertools.pairwise(bounds)
-            ]
+            sums = object_column(
+                [
+                    sum(x * c for x, c in zip(values[a:b], weights[a:b], strict=True))
+                    for a, b in itertools.pairwise(bounds)
+                ]
+            )
             return keys[starts], (sums,), ones
         sums = np.add.reduceat(v * counts, starts) if len(starts) else v[:0]
         return keys[starts], (sums,), ones

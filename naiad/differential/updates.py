@@ -28,6 +28,18 @@ from naiad.differential.lattice import frontier_rows, time_of
 from naiad.transport.codec import register_columnar
 
 
+def object_column(values: Sequence[Any]) -> np.ndarray:
+    """A one-dimensional ``object`` column of ``values`` (tuples stay whole: ``np.array``
+    would make a tuple of one length a row of a 2-D array).
+
+    >>> object_column([(1, "a"), (2, "b")]).shape
+    (2,)
+    """
+    column = np.empty(len(values), dtype=object)
+    column[:] = values
+    return column
+
+
 def _column(values: Sequence[Any]) -> np.ndarray:
     """A numeric column where numpy can make one, else an ``object`` column."""
     try:
@@ -40,8 +52,7 @@ def _column(values: Sequence[Any]) -> np.ndarray:
         or len(array) != len(values)
         or (array.dtype.kind == "f" and _inexact_ints(values))
     ):
-        array = np.empty(len(values), dtype=object)
-        array[:] = list(values)
+        array = object_column(values)
     return no_uint64(array)
 
 
@@ -70,9 +81,7 @@ def concat_column(parts: Sequence[np.ndarray]) -> np.ndarray:
     """
     floats = any(p.dtype.kind == "f" for p in parts)
     if floats and any(rounds_as_float(p) for p in parts if p.dtype.kind in "iu"):
-        out = np.empty(sum(len(p) for p in parts), dtype=object)
-        out[:] = [x for p in parts for x in p.tolist()]
-        return out
+        return object_column([x for p in parts for x in p.tolist()])
     return np.concatenate(parts)
 
 
@@ -86,9 +95,7 @@ def no_uint64(column: np.ndarray) -> np.ndarray:
     if column.dtype.kind != "u" or column.dtype.itemsize != 8:
         return column
     if len(column) and int(column.max()) >= 2**63:
-        out = np.empty(len(column), dtype=object)
-        out[:] = column.tolist()
-        return out
+        return object_column(column.tolist())
     return column.astype(np.int64)
 
 
@@ -168,10 +175,8 @@ class Interner:
             raise TypeError(f"records in a collection must be hashable: {e}") from None
 
     def decode(self, codes: np.ndarray) -> np.ndarray:
-        out = np.empty(len(codes), dtype=object)
         values = self.values
-        out[:] = [values[c] for c in codes.tolist()]
-        return out
+        return object_column([values[c] for c in codes.tolist()])
 
 
 INTERNER = Interner()
@@ -516,9 +521,7 @@ class Updates:
         """The records as one column of Python values (tuples stay whole)."""
         if len(self.data) == 1:
             return self
-        column = np.empty(len(self), dtype=object)
-        column[:] = records_of(self.data)
-        return Updates((column,), self.times, self.diffs)
+        return Updates((object_column(records_of(self.data)),), self.times, self.diffs)
 
     def negate(self) -> Updates:
         return Updates(self.data, self.times, -self.diffs)

@@ -683,10 +683,7 @@ class TcpTransport(Transport):
             lsock = self._listen_sock
             if lsock is None:
                 try:
-                    address = self.addresses[self.process]
-                    lsock = self._listen_sock = socket.create_server(
-                        address, family=_family(address[0]), backlog=128
-                    )
+                    lsock = self._listen_sock = listen_socket(*self.addresses[self.process])
                 except OSError as exc:
                     raise OSError(
                         exc.errno,
@@ -983,11 +980,11 @@ class TcpTransport(Transport):
                 self._queue(link, header._replace(kind=Kind.PART, length=_nbytes(piece)), [piece])
             parts = pieces[-1:]
             header = header._replace(length=_nbytes(parts[0]))
-        self._queue(link, header, parts, header.kind)
+        self._queue(link, header, parts)
 
-    def _queue(self, link: _Link, header: Header, parts: Parts, kind: int | None = None) -> None:
+    def _queue(self, link: _Link, header: Header, parts: Parts) -> None:
         size = header.length + HEADER_SIZE
-        self.stats.count(header.kind if kind is None else kind, size)
+        self.stats.count(header.kind, size)
         link.queue(header.pack(), parts, size)
 
     def unsent(self, peer: int | None = None) -> int:

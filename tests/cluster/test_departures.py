@@ -39,6 +39,14 @@ def naiad_run(
     )
 
 
+def assert_process_0_reports(done: subprocess.CompletedProcess[str], cause: str) -> None:
+    """Both processes stopped (status 3, see REPORTS), process 0 with process 1's cause."""
+    assert done.returncode == 3
+    assert f"process 0: PeerFailed: process 1 stopped the cluster: {cause}" in done.stdout, (
+        done.stdout
+    )
+
+
 def test_a_process_that_leaves_without_building_a_dataflow_stops_the_others(
     tmp_path: Path,
 ) -> None:
@@ -83,12 +91,8 @@ def test_a_failure_after_the_dataflows_finished_reaches_the_others_with_its_caus
         """,
         tail=REPORTS,
     )
-    assert done.returncode == 3
     assert "process 1: RuntimeError: late trouble in process 1" in done.stdout
-    assert (
-        "process 0: PeerFailed: process 1 stopped the cluster: RuntimeError: late trouble in "
-        "process 1" in done.stdout
-    ), done.stdout
+    assert_process_0_reports(done, "RuntimeError: late trouble in process 1")
 
 
 def test_an_operator_failure_reaches_the_others_with_operator_and_worker(tmp_path: Path) -> None:
@@ -111,11 +115,9 @@ def test_an_operator_failure_reaches_the_others_with_operator_and_worker(tmp_pat
         """,
         tail=REPORTS,
     )
-    assert done.returncode == 3
-    assert (
-        "process 0: PeerFailed: process 1 stopped the cluster: ValueError: bad record 7 "
-        "(naiad: raised in operator 'checker' on worker 1" in done.stdout
-    ), done.stdout
+    assert_process_0_reports(
+        done, "ValueError: bad record 7 (naiad: raised in operator 'checker' on worker 1"
+    )
 
 
 def test_several_runtimes_in_one_script_run_in_turn(tmp_path: Path) -> None:
