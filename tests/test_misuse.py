@@ -392,3 +392,75 @@ def test_one_vertex_object_for_two_shards_is_refused(where: str) -> None:
     with pytest.raises(BuildError, match="one Pass object is operator 'Pass' on worker 0"):
         naiad.run(build, workers=2 if where == "two workers" else 1)
     still_works()
+
+
+class SendsAtAnEpoch(naiad.Vertex):
+    """Uses a time of the wrong shape: an int inside a loop, a Product at the root."""
+
+    def __init__(self, how: str) -> None:
+        self.how = how
+
+    def on_recv(self, port: int, cap: naiad.Capability, batch: Any) -> None:
+        at: Any = naiad.Product(0, 1) if self.how == "send at the root" else 5
+        if self.how == "notify_at":
+            self.notify_at(at)
+        elif self.how == "delayed":
+            cap.delayed(at)
+        else:
+            self.send(at, batch)
+
+    def on_notify(self, cap: naiad.Capability) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("how", "message"),
+    [
+        ("send", r"'odd': a time to send at inside 1 loop\(s\) must be a Product"),
+        ("notify_at", r"'odd': a time inside 1 loop\(s\) must be a Product"),
+        ("delayed", r"'odd': a time inside 1 loop\(s\) must be a Product"),
+        ("send at the root", r"'odd': a time to send at must be an integer, not Product"),
+    ],
+)
+def test_a_time_of_the_wrong_shape_is_named_where_it_is_given(how: str, message: str) -> None:
+    """Regression: a bare AttributeError ("'int' object has no attribute 'inner'") or
+    TypeError ("'<=' not supported between 'int' and 'Product'") from the partial order."""
+
+    def build(s: naiad.Scope) -> Any:
+        x = s.from_epochs([[1]])
+        if how == "send at the root":
+            return x.unary(SendsAtAnEpoch(how), name="odd").collect()
+        with s.iterative() as loop:
+            handle, cycle = loop.feedback()
+            y = x.enter(loop).concat(cycle).unary(SendsAtAnEpoch(how), name="odd")
+            y.filter(lambda v: False).connect_loop(handle)
+        return y.leave().collect()
+
+    with pytest.raises(TypeError, match=message) as info:
+        naiad.run(build)
+    assert "operator 'odd'" in "".join(getattr(info.value, "__notes__", []))
+    still_works()
+
+
+class SendsAtANumpyTime(naiad.Vertex):
+    def on_recv(self, port: int, cap: naiad.Capability, batch: Any) -> None:
+        self.send(np.int64(cap.time + 1), batch)
+        self.notify_at(np.int64(cap.time + 2))
+
+    def on_notify(self, cap: naiad.Capability) -> None:
+        self.send(cap, [-cap.time])
+
+
+@pytest.mark.parametrize("runtime", [{"workers": 2}, {"workers": 1, "processes": 2}])
+def test_a_numpy_time_counts_like_an_int(runtime: dict[str, Any]) -> None:
+    """Regression: np.int64 times leaked into the output on one process and failed with
+    "'numpy.int64' object has no attribute 'less_equal'" across processes."""
+
+    def build(s: naiad.Scope) -> Any:
+        return s.from_epochs([[1, 2], [3]]).unary(SendsAtANumpyTime()).exchange(abs).collect()
+
+    out = [r for worker in naiad.run(build, **runtime, transport="inproc") for r in worker]
+    records = [r for r in out if r[1] > 0]
+    assert sorted(records) == [(1, 1), (1, 2), (2, 3)]
+    assert sorted(set(out) - set(records)) == [(2, -2), (3, -3)]  # the notifications
+    assert {type(t) for t, _ in out} == {int}

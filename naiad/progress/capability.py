@@ -21,6 +21,7 @@ from typing import Any
 
 from naiad.progress.antichain import le
 from naiad.progress.change_batch import ChangeBatch
+from naiad.progress.timestamp import as_time_like
 
 
 class CapabilityError(RuntimeError):
@@ -87,21 +88,31 @@ class Capability:
                 f"operator {self._owner.name!r}: the {kind} for time {self.time} is no longer valid"
             )
 
-    def _check_time(self, time: Any) -> None:
+    def _shaped(self, time: Any) -> Any:
+        """``time`` as a time of this capability's shape (a ``TypeError`` if it is not one:
+        an int inside a loop failed deep in the partial order instead)."""
+        return as_time_like(time, self.time, f"operator {self._owner.name!r}: a time")
+
+    def _check_time(self, time: Any) -> Any:
+        time = self._shaped(time)
         if not le(self.time, time):
             raise CapabilityError(
                 f"operator {self._owner.name!r}: time {time} is not at or after {self.time}, "
                 f"the capability's time (sending backwards in time)"
             )
+        return time
 
     def delayed(self, time: Any) -> Capability:
-        """A new owned capability for ``time``, which must be at or after this one's."""
+        """A new owned capability for ``time``, which must be at or after this one's and of
+        the same shape (a ``TypeError`` otherwise; numpy integers count as ints)."""
         self._check()
-        self._check_time(time)
+        time = self._check_time(time)
         return Capability.acquire(time, self._owner, self._locations, self._buffer)
 
     def try_delayed(self, time: Any) -> Capability | None:
-        """:meth:`delayed`, or ``None`` where it would raise."""
+        """:meth:`delayed`, or ``None`` where it would raise a :class:`CapabilityError` (a
+        time of the wrong shape still raises its ``TypeError``)."""
+        time = self._shaped(time)
         if not self._valid or not le(self.time, time):
             return None
         return Capability.acquire(time, self._owner, self._locations, self._buffer)
@@ -118,7 +129,7 @@ class Capability:
                 f"operator {self._owner.name!r}: a borrowed capability cannot be downgraded; "
                 f"retain() it first"
             )
-        self._check_time(time)
+        time = self._check_time(time)
         buffer, old = self._buffer, self.time
         for loc in self._locations:
             buffer.update((loc, time), 1)
@@ -128,7 +139,9 @@ class Capability:
         self._submit_outside()
 
     def try_downgrade(self, time: Any) -> bool:
-        """:meth:`downgrade`, returning ``False`` where it would raise."""
+        """:meth:`downgrade`, returning ``False`` where it would raise a
+        :class:`CapabilityError`."""
+        time = self._shaped(time)
         if not self._valid or self._borrowed or not le(self.time, time):
             return False
         self.downgrade(time)

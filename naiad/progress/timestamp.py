@@ -171,3 +171,38 @@ def as_time(value: Any, levels: int, what: str = "a time") -> Timestamp:
         f"{what} inside {levels} loop(s) must be a Product (or Lex) of {levels} level(s), "
         f"not {value!r}"
     )
+
+
+def as_time_like(value: Any, reference: Timestamp, what: str = "a time") -> Timestamp:
+    """``value`` checked as a time of the same shape as ``reference`` (the same class at
+    every level, so ``Product`` and ``Lex`` times are not mixed), as :func:`as_time` checks
+    it: numpy integers become ints, anything else raises a ``TypeError``. A value already of
+    that shape costs one class comparison per level.
+
+    >>> as_time_like(__import__("numpy").int64(3), 0), as_time_like(Product(2, 1), Product(0, 0))
+    (3, Product(outer=2, inner=1))
+    >>> as_time_like(5, Product(0, 0), "operator 'v': a time")
+    Traceback (most recent call last):
+    ...
+    TypeError: operator 'v': a time inside 1 loop(s) must be a Product (or Lex) of 1 level(s), not 5
+    >>> as_time_like(Lex(0, 1), Product(0, 0))
+    Traceback (most recent call last):
+    ...
+    TypeError: a time must have the shape of Product(outer=0, inner=0), not Lex(outer=0, inner=1)
+    """
+    if _same_shape(value, reference):
+        return value
+    time = as_time(value, depth(reference), what)
+    if not _same_shape(time, reference):
+        raise TypeError(f"{what} must have the shape of {minimum_like(reference)!r}, not {value!r}")
+    return time
+
+
+def _same_shape(value: Any, reference: Timestamp) -> bool:
+    while value.__class__ is reference.__class__:
+        if value.__class__ is int:
+            return True
+        if value.inner.__class__ is not int:
+            return False
+        value, reference = value.outer, reference.outer
+    return False

@@ -206,3 +206,25 @@ def test_borrowed_capability():
         borrowed.retain()
     assert borrowed.try_delayed(Product(9, 9)) is None
     assert owned.valid
+
+
+def test_times_of_another_shape_are_refused_and_numpy_integers_become_ints():
+    """Regression: an int inside a loop failed deep in the partial order with
+    "'int' object has no attribute 'inner'", and a numpy integer became a numpy time."""
+    import numpy as np
+
+    from naiad.progress.timestamp import Lex
+
+    cap, buffer = acquire(Product(1, 2))
+    for bad in (5, Product(1, 2.5), Lex(1, 3), Product(Product(1, 0), 3)):
+        for method in (cap.delayed, cap.try_delayed, cap.downgrade, cap.try_downgrade):
+            with pytest.raises(TypeError, match=r"'demo-op': a time.* must"):
+                method(bad)
+    root, _ = acquire(2, buffer)
+    with pytest.raises(TypeError, match=r"'demo-op': a time must be an integer, not Product"):
+        root.delayed(Product(3, 0))
+    later = root.try_delayed(np.int64(4))
+    assert later is not None and type(later.time) is int
+    cap.downgrade(Product(np.int64(1), np.int32(3)))
+    assert cap.time == Product(1, 3) and type(cap.time.inner) is int
+    assert dict(buffer) == {(loc, t): 1 for loc in LOCS for t in (2, 4, Product(1, 3))}
