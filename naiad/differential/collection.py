@@ -367,9 +367,11 @@ class Collection:
     def enter_at(
         self, loop: Any, at: Callable[..., np.ndarray], name: str = "enter_at"
     ) -> Collection:
-        """Inside ``loop``, each update entering at counter ``at(*columns)`` (vectorized,
-        non-negative integers): the priority of prioritized iteration."""
-        return iterate_mod.enter(self, loop, name, at)
+        """Inside ``loop``, each update entering at counter ``at(*columns)``: vectorized,
+        one non-negative integer per record, or one for all (integral floats count as
+        their integers; other floats, and other shapes, raise an error naming ``at``)."""
+        counters = iterate_mod.entry_counters(at, f"{name}: at(*columns)")
+        return iterate_mod.enter(self, loop, name, counters)
 
     def enter_prioritized(
         self, loop: Any, priority: Callable[..., np.ndarray], name: str = "enter_prioritized"
@@ -391,10 +393,11 @@ class Collection:
     ) -> Collection:
         """The fixed point of ``body`` starting from this collection (seed 002's FixedPoint):
         ``body`` gets the iteration variable (inside a new loop) and returns its next value.
-        With ``priority`` (a vectorized map of the columns to integers in ``[0, 2**30)``)
-        records enter in priority order, each priority iterated to its fixed point before the
-        next: the loop counter is (priority, iteration) ordered lexicographically, in product
-        with the epoch (seed 002 §5.1.2)."""
+        With ``priority`` (a vectorized map of the columns to integers in ``[0, 2**30)``,
+        one per record or one for all; integral floats count as their integers, other floats
+        are refused, never truncated) records enter in priority order, each priority
+        iterated to its fixed point before the next: the loop counter is (priority,
+        iteration) ordered lexicographically, in product with the epoch (seed 002 §5.1.2)."""
         return iterate_mod.iterate(self, body, priority, name)
 
     # --- outputs -------------------------------------------------------------------------------

@@ -23,17 +23,69 @@ if TYPE_CHECKING:
     from naiad.differential.collection import Collection
 
 
-def _entered(at: Callable[..., Any] | None) -> Callable[[Updates], Updates]:
+def _entered(counters: Callable[[Updates], np.ndarray] | None) -> Callable[[Updates], Updates]:
     def transform(u: Updates) -> Updates:
-        if at is None:
-            counter = np.zeros((len(u), 1), dtype=np.int64)
-        else:
-            counter = np.asarray(at(*u.data), dtype=np.int64).reshape(len(u), 1)
-            if len(counter) and counter.min() < 0:
-                raise ValueError("enter_at: priorities (loop counters) must be non-negative")
-        return Updates(u.data, np.hstack([u.times, counter]), u.diffs)
+        counter = np.zeros(len(u), dtype=np.int64) if counters is None else counters(u)
+        return Updates(u.data, np.column_stack([u.times, counter]), u.diffs)
 
     return transform
+
+
+def entry_counters(
+    at: Callable[..., Any], what: str, bits: int = 63, shift: int = 0
+) -> Callable[[Updates], np.ndarray]:
+    """The loop counter at which each update of a batch enters: ``at(*columns)`` checked by
+    :func:`loop_counters` (in ``[0, 2**bits)``), shifted left by ``shift`` bits."""
+
+    def counters(u: Updates) -> np.ndarray:
+        return loop_counters(at(*u.data), len(u), what, bits) << shift
+
+    return counters
+
+
+def loop_counters(values: Any, n: int, what: str, bits: int = 63) -> np.ndarray:
+    """``values``, what a vectorized user function returned for ``n`` records, as ``n``
+    int64 loop counters in ``[0, 2**bits)``. A scalar is every record's counter; booleans
+    count as 0 and 1; floats are taken only if they are integral (``d // delta`` of float
+    distances), never truncated; anything else raises an error that names ``what``.
+
+    >>> loop_counters(3, 2, "p").tolist(), loop_counters([0.0, 2.0], 2, "p").tolist()
+    ([3, 3], [0, 2])
+    >>> loop_counters([0.5, 1], 2, "iterate: priority(*columns)")
+    Traceback (most recent call last):
+    ...
+    TypeError: iterate: priority(*columns) must return integers (or integral floats), not 0.5
+    >>> loop_counters([1], 3, "p")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: p returned an array of shape (1,) for 3 records: one integer per record (...
+    """
+    a = np.asarray(values)
+    if a.ndim == 0:
+        a = np.full(n, a)
+    elif a.shape != (n,):
+        raise ValueError(
+            f"{what} returned an array of shape {a.shape} for {n} records: one integer per "
+            f"record (shape ({n},)) or one integer for all"
+        )
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    kind = a.dtype.kind
+    if kind == "f":
+        with np.errstate(invalid="ignore"):
+            fractional = ~np.isfinite(a) | (a != np.floor(a))
+        if fractional.any():
+            raise TypeError(
+                f"{what} must return integers (or integral floats), not {a[fractional][0].item()}"
+            )
+    elif kind not in "biu":  # booleans count as 0 and 1, as threshold's counts do
+        shown = "integers beyond int64" if kind == "O" else f"{a.dtype} values"
+        raise TypeError(f"{what} must return integers, not {shown}")
+    low, high = a.min(), a.max()
+    if low < 0 or high >= 1 << bits:
+        shown = (low if low < 0 else high).item()
+        raise ValueError(f"{what} must return integers in [0, 2**{bits}), not {shown}")
+    return a.astype(np.int64)
 
 
 def _left(u: Updates) -> Updates:
@@ -50,9 +102,13 @@ def _advanced(step: int) -> Callable[[Updates], Updates]:
 
 
 def enter(
-    c: Collection, loop: Any, name: str = "enter", at: Callable[..., Any] | None = None
+    c: Collection,
+    loop: Any,
+    name: str = "enter",
+    counters: Callable[[Updates], np.ndarray] | None = None,
 ) -> Collection:
-    """``c`` inside ``loop`` (which may be nested several levels below ``c``'s scope)."""
+    """``c`` inside ``loop`` (which may be nested several levels below ``c``'s scope), each
+    update at loop counter 0 or at ``counters(batch)`` (see :func:`entry_counters`)."""
     from naiad.differential.collection import Collection
 
     chain = []
@@ -68,7 +124,7 @@ def enter(
     stream = c.stream
     for i, inner in enumerate(reversed(chain)):
         last = i == len(chain) - 1
-        stream = loops.enter(stream, inner, name, _entered(at if last else None))
+        stream = loops.enter(stream, inner, name, _entered(counters if last else None))
     return Collection(stream)
 
 
@@ -128,25 +184,17 @@ def iterate(
     return var.set(body(var.collection)).leave(name + ".leave")
 
 
-def priority_counter(priority: Callable[..., Any]) -> Callable[..., np.ndarray]:
-    """The loop counter at which a record of priority ``priority(*columns)`` enters a
-    prioritized loop: (priority, iteration 0), packed."""
-
-    def at(*columns: np.ndarray) -> np.ndarray:
-        p = np.asarray(priority(*columns), dtype=np.int64)
-        if len(p) and (p.min() < 0 or p.max() >= 1 << 30):
-            raise ValueError("iterate: priorities must lie in [0, 2**30)")
-        return p << PRIORITY_SHIFT
-
-    return at
-
-
 def enter_prioritized(
     c: Collection, loop: Any, priority: Callable[..., Any], name: str = "enter_prioritized"
 ) -> Collection:
-    """``c`` inside a prioritized loop, each record at its priority's first iteration."""
-    return enter(c, loop, name, priority_counter(priority))
+    """``c`` inside a prioritized loop, each record at its priority's first iteration: the
+    loop counter (priority, iteration 0), packed."""
+    what = f"{name}: priority(*columns)"
+    return enter(c, loop, name, entry_counters(priority, what, PRIORITY_BITS, PRIORITY_SHIFT))
 
 
 PRIORITY_SHIFT = 32
 """Bits of the loop counter below the priority: iterations per priority before overflow."""
+
+PRIORITY_BITS = 30
+"""Bits of a priority: with the shift, a packed counter stays well inside int64."""

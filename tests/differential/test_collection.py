@@ -366,3 +366,43 @@ async def test_staged_updates_are_sent_when_the_runtime_closes_the_input() -> No
         session.insert(("a", 1))
         session.insert(("b", 2))
     assert sorted(changes) == [(("a", 1), 0, 1), (("b", 2), 0, 1)]
+
+
+def test_priorities_are_one_integer_per_record_or_one_for_all() -> None:
+    """Regression: a scalar priority failed with "len() of unsized object", one of the wrong
+    length with a numpy reshape error, and 0.5 was truncated to priority 0."""
+
+    def closure(priority: Any, at: bool = False) -> Any:
+        def build(scope: naiad.Scope) -> Any:
+            edges = Collection.from_epochs(scope, [[((1, 2), 1), ((2, 3), 1), ((5, 6), 1)]])
+            starts = Collection.from_epochs(scope, [[(1, 1), (5, 1)]])
+            if at:  # enter_at checks its counters the same way
+                loop = scope.iterative()
+                entered = starts.enter_at(loop, priority)
+                return entered.leave().changes()
+
+            def step(reached: Collection) -> Collection:
+                later = edges.enter(reached.scope).join(reached.map(lambda n: (n, ())))
+                return reached.concat(later.map(lambda r: r[1])).distinct()
+
+            return starts.iterate(step, priority=priority).changes()
+
+        return build
+
+    reached = [(1, 0, 1), (2, 0, 1), (3, 0, 1), (5, 0, 1), (6, 0, 1)]
+    for priority in (lambda n: 0, lambda n: n * 2.0, lambda n: n > 2, lambda n: list(n)):
+        assert sorted(naiad.run(closure(priority))[0]) == reached
+    assert sorted(naiad.run(closure(lambda n: 3, at=True))[0]) == [(1, 0, 1), (5, 0, 1)]
+    bad = [
+        (lambda n: n[:1], ValueError, r"shape \(1,\) for 2 records: one integer per record"),
+        (lambda n: n * 0.5, TypeError, r"must return integers \(or integral floats\), not 0\.5"),
+        (lambda n: np.array(["a"] * len(n)), TypeError, "must return integers, not <U1 values"),
+        (lambda n: n - 5, ValueError, r"integers in \[0, 2\*\*(30|63)\), not -4"),
+    ]
+    for priority, error, message in bad:
+        with pytest.raises(error, match="enter_at: priority\\(\\*columns\\).*" + message) as info:
+            naiad.run(closure(priority))
+        assert "iterate.enter_at" in "".join(getattr(info.value, "__notes__", []))
+        with pytest.raises(error, match="enter_at: at\\(\\*columns\\).*" + message):
+            naiad.run(closure(priority, at=True))
+    assert sorted(naiad.run(closure(lambda n: n))[0]) == reached
