@@ -464,3 +464,30 @@ def test_a_numpy_time_counts_like_an_int(runtime: dict[str, Any]) -> None:
     assert sorted(records) == [(1, 1), (1, 2), (2, 3)]
     assert sorted(set(out) - set(records)) == [(2, -2), (3, -3)]  # the notifications
     assert {type(t) for t, _ in out} == {int}
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_an_epoch_that_is_not_a_sequence_is_refused_on_any_number_of_workers(workers: int) -> None:
+    """Regression: a set worked on one worker and failed on two ("'set' object is not
+    subscriptable"); its order also differs between processes (string hashing), so the
+    workers' shares ``batch[w::workers]`` would have lost and duplicated records."""
+    for unordered in ({"a", "b"}, {"a": 1}, (x for x in "ab")):
+        kind, epochs = type(unordered).__name__, [[], unordered]
+        with pytest.raises(TypeError, match=f"from_epochs: epoch 1 is a {kind}, not a seq"):
+            naiad.run(lambda s, e=epochs: s.from_epochs(e).collect(), workers=workers)
+        with pytest.raises(TypeError, match=f"from_epochs: epoch 1 is a {kind}, not a seq"):
+            naiad.run(lambda s, e=epochs: Collection.from_epochs(s, e).changes(), workers=workers)
+    ordered = [["a", "b", "c"], ("d", "e"), np.arange(2), range(1)]
+    out = naiad.run(lambda s: s.from_epochs(ordered).collect(), workers=workers)
+    records = sorted((t, str(r)) for part in out for t, r in part)
+    assert records == [
+        (0, "a"),
+        (0, "b"),
+        (0, "c"),
+        (1, "d"),
+        (1, "e"),
+        (2, "0"),
+        (2, "1"),
+        (3, "0"),
+    ]
+    still_works()

@@ -40,7 +40,7 @@ from naiad.differential.updates import (
     take_rows,
     time_matrix,
 )
-from naiad.operators.input import InputHandle, check_reiterable
+from naiad.operators.input import InputHandle, check_ordered, check_reiterable
 from naiad.operators.probe import ProbeHandle
 from naiad.operators.stream import Stream
 from naiad.progress.capability import Capability
@@ -140,6 +140,7 @@ class Collection:
         for epoch, changes in enumerate(epochs):
             if changes is None:
                 raise TypeError(f"from_epochs: epoch {epoch} is None: no changes is []")
+            check_ordered(changes, epoch, name)
             rows = []
             for change in changes:
                 if not (isinstance(change, tuple) and len(change) == 2):

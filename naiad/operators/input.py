@@ -7,7 +7,7 @@ the new epoch becomes complete once every worker's input has advanced), ``close`
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, Callable, Iterable
+from collections.abc import AsyncIterable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from naiad.actors.vertex import Vertex
@@ -200,6 +200,7 @@ class EpochSource(Vertex):
             return
         if batch is None:
             raise TypeError(f"epoch {cap.time} is None: an epoch without records is []")
+        check_ordered(batch, cap.time, self.name)
         peers = self.peers
         part = batch if peers == 1 else batch[self.index :: peers]
         self.send(cap, part)
@@ -216,6 +217,24 @@ def from_epochs(scope: ScopeCore, epochs: Iterable[Any], name: str = "from_epoch
 
 
 _END = object()
+
+
+def check_ordered(batch: Any, epoch: int, name: str) -> None:
+    """Refuses an epoch that is not a sequence (a list, a tuple, a numpy array): worker ``w``
+    takes ``batch[w::workers]``, and a set cannot be sliced, nor is its order the same in
+    every process (strings hash differently in each), so records would be lost or
+    duplicated across a cluster. Refused on any number of workers, to fail the same way.
+
+    >>> check_ordered({"a", "b"}, 3, "from_epochs")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    TypeError: from_epochs: epoch 3 is a set, not a sequence: give a list, a tuple or a numpy...
+    """
+    if isinstance(batch, Mapping) or not hasattr(batch, "__getitem__"):
+        raise TypeError(
+            f"{name}: epoch {epoch} is a {type(batch).__name__}, not a sequence: give a list, "
+            f"a tuple or a numpy array (the workers split it by position)"
+        )
 
 
 def check_reiterable(epochs: Iterable[Any], peers: int, name: str) -> None:
