@@ -11,7 +11,8 @@ they are emitted on output 0, and their neighbours are sent on output 1, around 
 edge, to the next iteration. So every worker gets at most one notification per iteration,
 and one iteration is exactly one BFS level. When no node is new the loop drains and stops.
 
-Run it with ``python examples/bfs_levels.py [--workers N] [--nodes N] [--edges M]``.
+Run it with ``python examples/bfs_levels.py [--workers N] [--nodes N] [--edges M]`` or ``naiad
+run examples/bfs_levels.py -w N`` (one process: the script gathers every worker's output).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections import defaultdict, deque
 from typing import Any
 
 import naiad
+from naiad.runtime.launch import member_from_env, script_workers
 
 Edge = tuple[int, int]
 
@@ -119,20 +121,24 @@ def bfs_levels(
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", type=int, default=2, help="number of workers (default 2)")
+    parser.add_argument("--workers", type=int, help="workers (default: naiad run's -w, else 2)")
     parser.add_argument("--nodes", type=int, default=30, help="number of nodes (default 30)")
     parser.add_argument("--edges", type=int, default=36, help="number of edges (default 36)")
     parser.add_argument("--seed", type=int, default=10, help="random seed for the graph")
     parser.add_argument("--root", type=int, default=0, help="the BFS root (default 0)")
     args = parser.parse_args(argv)
+    member = member_from_env()  # set when `naiad run` launched this process
+    if member is not None and member.processes > 1:
+        parser.error("this example gathers its results in one process: run it with -n 1")
+    workers = script_workers(args.workers)
     try:
         edges = random_graph(args.nodes, args.edges, args.seed)
     except ValueError as exc:
         parser.error(str(exc))
-    levels, notified = bfs_levels(edges, args.root, args.workers)
+    levels, notified = bfs_levels(edges, args.root, workers)
     print(
         f"BFS from node {args.root} on a random graph: {args.nodes} nodes, {len(edges)} edges,"
-        f" {args.workers} workers\n"
+        f" {workers} workers\n"
     )
     by_level: dict[int, list[int]] = defaultdict(list)
     for node, level in levels.items():

@@ -11,7 +11,8 @@ The script runs the vertex over a few epochs of seeded random words and prints b
 per epoch; then it holds an epoch open to show the latency difference: output 0 already
 carries the distinct records while output 1 must wait for the epoch to close.
 
-Run it with ``python examples/distinct_count.py [--workers N]``.
+Run it with ``python examples/distinct_count.py [--workers N]`` or ``naiad run
+examples/distinct_count.py -w N`` (one process: the script gathers every worker's output).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import zlib
 from typing import Any
 
 import naiad
+from naiad.runtime.launch import member_from_env, script_workers
 
 WORDS = ["ant", "bee", "cat", "dog", "eel", "fox", "gnu"]
 
@@ -115,14 +117,20 @@ async def open_epoch_demo(batch: list[Any], workers: int = 1) -> tuple[list[Any]
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", type=int, default=2, help="number of workers (default 2)")
+    parser.add_argument("--workers", type=int, help="workers (default: naiad run's -w, else 2)")
     parser.add_argument("--epochs", type=int, default=4, help="number of epochs (default 4)")
     parser.add_argument("--seed", type=int, default=4, help="random seed for the input words")
     args = parser.parse_args(argv)
+    if args.epochs < 1:  # the open-epoch demo sends the first epoch's words
+        parser.error(f"--epochs must be at least 1, not {args.epochs}")
+    member = member_from_env()  # set when `naiad run` launched this process
+    if member is not None and member.processes > 1:
+        parser.error("this example gathers its results in one process: run it with -n 1")
+    workers = script_workers(args.workers)
 
     epochs = sample_epochs(args.epochs, seed=args.seed)
-    distinct, counts = distinct_count(epochs, args.workers)
-    print(f"DistinctCount (Figure 4) on {args.workers} workers, {len(epochs)} epochs\n")
+    distinct, counts = distinct_count(epochs, workers)
+    print(f"DistinctCount (Figure 4) on {workers} workers, {len(epochs)} epochs\n")
     for t, batch in enumerate(epochs):
         print(f"epoch {t} input   : {' '.join(batch)}")
         print(f"  output 0 (distinct, from on_recv) : {', '.join(sorted(distinct[t]))}")
@@ -130,7 +138,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  output 1 (counts, from on_notify) : {pairs}")
 
     batch = epochs[0]
-    out0, out1 = asyncio.run(open_epoch_demo(batch, args.workers))
+    out0, out1 = asyncio.run(open_epoch_demo(batch, workers))
     print("\nholding epoch 0 open after sending:", " ".join(batch))
     print(f"  output 0 already has : {', '.join(sorted(out0))}")
     print(f"  output 1 has         : {out1 or 'nothing yet (the epoch is not complete)'}")

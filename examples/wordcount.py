@@ -17,7 +17,8 @@ supply the input one epoch at a time. Here:
 * **pacing**: after each epoch the driver awaits a probe on the output (``probe.wait``),
   so epochs are fed one by one, like Naiad's ``OnNext`` calls.
 
-Run it with ``python examples/wordcount.py [--workers N]`` (``make demo``).
+Run it with ``python examples/wordcount.py [--workers N]`` (``make demo``), or on a cluster with
+``naiad run examples/wordcount.py -w W -n P`` (process 0 reports).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import naiad
+from naiad.runtime.launch import member_from_env, script_workers
 
 # Four short paragraphs (Dickens, *A Tale of Two Cities*, public domain): one epoch each.
 SAMPLE_TEXT = [
@@ -97,6 +99,10 @@ class WordCountParts:
 
     handle: naiad.InputHandle
     probe: naiad.ProbeHandle
+    index: int
+    """The worker's index among all workers of the cluster."""
+    peers: int
+    """The number of workers of the cluster (of every process)."""
     changes: dict[int, dict[str, int]] = field(default_factory=dict)
     """Epoch -> {word: new total} for the words that changed (filled on worker 0)."""
 
@@ -106,7 +112,7 @@ def build(scope: naiad.Scope, report: Report | None = None) -> WordCountParts:
     handle, lines = scope.new_input()
     changed = lines.flat_map(tokenize).unary(WordCount(), exchange=word_key)
     gathered = changed.exchange(lambda _: 0)  # every change on worker 0, for one report
-    parts = WordCountParts(handle, gathered.probe())
+    parts = WordCountParts(handle, gathered.probe(), scope.index, scope.peers)
 
     def on_epoch(epoch: int, records: list[tuple[str, int]]) -> None:
         if scope.index != 0:
@@ -122,24 +128,24 @@ def build(scope: naiad.Scope, report: Report | None = None) -> WordCountParts:
 async def run_wordcount(
     paragraphs: Iterable[str], workers: int = 2, report: Report | None = None
 ) -> dict[int, dict[str, int]]:
-    """Feeds one paragraph per epoch; returns epoch -> {changed word: running total}."""
+    """Feeds one paragraph per epoch; returns epoch -> {changed word: running total} (on
+    the process of worker 0; empty on the other processes of a cluster)."""
     async with naiad.Runtime(workers=workers) as rt:
         dataflow = rt.dataflow(lambda scope: build(scope, report), name="wordcount")
-        parts: list[WordCountParts] = dataflow.results
-        handles = [p.handle for p in parts]
+        parts: list[WordCountParts] = dataflow.results  # this process's workers
         probe = parts[0].probe  # every worker's probe sees the same (global) frontier
         for epoch, paragraph in enumerate(paragraphs):
             lines = paragraph.splitlines()
-            for i, handle in enumerate(handles):
-                handle.send(lines[i :: len(handles)])  # round-robin: each worker its share
-            for handle in handles:
-                handle.advance_to(epoch + 1)
+            for p in parts:  # round-robin over all workers (every process runs this loop)
+                p.handle.send(lines[p.index :: p.peers])
+            for p in parts:
+                p.handle.advance_to(epoch + 1)
             # Pace the input: wait until no record of this epoch can still reach the output.
             # (The probe says nothing of when subscribe's callback runs, so the report is
             # printed from inside that callback, which keeps the output in epoch order.)
             await probe.wait(epoch)
-        for handle in handles:
-            handle.close()
+        for p in parts:
+            p.handle.close()
     return parts[0].changes
 
 
@@ -175,12 +181,21 @@ def printer(paragraphs: list[str], top: int = 6) -> Report:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", type=int, default=2, help="number of workers (default 2)")
+    parser.add_argument(
+        "--workers", type=int, help="workers per process (default: naiad run's -w, else 2)"
+    )
     parser.add_argument("--top", type=int, default=6, help="changed words shown per epoch")
     args = parser.parse_args(argv)
+    workers = script_workers(args.workers)
+    member = member_from_env()  # set when `naiad run` launched this process
+    first = member is None or member.process == 0  # the process that reports
 
-    print(f"streaming word count: {len(SAMPLE_TEXT)} epochs on {args.workers} workers\n")
-    changes = asyncio.run(run_wordcount(SAMPLE_TEXT, args.workers, printer(SAMPLE_TEXT, args.top)))
+    if first:
+        processes = f" x {member.processes} processes" if member else ""
+        print(f"streaming word count: {len(SAMPLE_TEXT)} epochs on {workers} workers{processes}\n")
+    changes = asyncio.run(run_wordcount(SAMPLE_TEXT, workers, printer(SAMPLE_TEXT, args.top)))
+    if not first:
+        return
     totals = final_totals(changes)
     ranked = sorted(totals.items(), key=lambda wt: (-wt[1], wt[0]))
     print(f"\nfinal: {len(totals)} distinct words, {sum(totals.values())} in all")

@@ -74,19 +74,47 @@ def test_wordcount_tokenize_and_key() -> None:
     assert wordcount.word_key("the") == 0x3C456DE6  # zlib.crc32: stable across runs
 
 
-def test_wordcount_script_runs() -> None:
+NAIAD_RUN = [sys.executable, "-m", "naiad.runtime.cli", "run"]
+
+
+@pytest.mark.parametrize(
+    "launch",
+    [[sys.executable], [*NAIAD_RUN, "-w", "1", "-n", "2"]],
+    ids=["python", "naiad run -w 1 -n 2"],
+)
+def test_wordcount_script_runs(launch: list[str]) -> None:
+    """Regression (under ``naiad run``): the script's ``--workers`` defaulted to 2, which the
+    launched Runtime refused ("Runtime(workers=2) disagrees with the cluster"); each
+    process fed the whole text (every count doubled) and printed its own final totals."""
     done = subprocess.run(
-        [sys.executable, str(EXAMPLES / "wordcount.py"), "--workers", "2"],
-        capture_output=True,
-        text=True,
-        timeout=60,
+        [*launch, str(EXAMPLES / "wordcount.py")], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
     out = done.stdout
+    workers = "2 workers" if len(launch) == 1 else "1 workers x 2 processes"
+    assert f"4 epochs on {workers}" in out
     assert "epoch 0: 3 lines, 36 words" in out
     assert "epoch 3:" in out
     assert "most frequent: the=15, of=12, was=11, it=10" in out
     assert out.index("epoch 0:") < out.index("epoch 1:") < out.index("final:")
+    assert out.count("final:") == 1  # process 0 reports
+
+
+@pytest.mark.parametrize("example", ["distinct_count", "bfs_levels"])
+def test_the_other_examples_take_naiad_runs_workers_and_refuse_processes(example: str) -> None:
+    """They gather every worker's output in one process: ``naiad run -w 3`` gives them 3
+    workers; ``-n 2`` is refused, rather than each process printing half the answer."""
+    script = str(EXAMPLES / f"{example}.py")
+    done = subprocess.run(
+        [*NAIAD_RUN, script, "-w", "3"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert " 3 workers" in done.stdout
+    done = subprocess.run(
+        [*NAIAD_RUN, script, "-n", "2"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert "gathers its results in one process: run it with -n 1" in done.stderr
 
 
 # --- distinct_count --------------------------------------------------------------------------
@@ -107,6 +135,13 @@ def test_distinct_count_output0_precedes_epoch_end(workers: int) -> None:
     out0, out1 = asyncio.run(distinct_count.open_epoch_demo(batch, workers))
     assert sorted(out0) == ["x", "y", "z"]
     assert out1 == []  # the counts wait for the epoch to complete
+
+
+def test_distinct_count_needs_an_epoch(capsys: pytest.CaptureFixture[str]) -> None:
+    """Regression: ``--epochs 0`` ended in an IndexError (the open-epoch demo sends epoch 0)."""
+    with pytest.raises(SystemExit):
+        distinct_count.main(["--epochs", "0"])
+    assert "--epochs must be at least 1, not 0" in capsys.readouterr().err
 
 
 # --- bfs_levels ------------------------------------------------------------------------------

@@ -144,6 +144,20 @@ def member_from_env(env: os._Environ[str] | dict[str, str] = os.environ) -> Memb
     )
 
 
+def script_workers(given: int | None, otherwise: int = 2) -> int:
+    """The workers per process for a script's own ``--workers`` option: ``given`` if set,
+    else the ``-w`` that ``naiad run`` launched this process with (a ``Runtime`` asking for
+    another number would be refused), else ``otherwise``.
+
+    >>> script_workers(3), script_workers(None, otherwise=2)   # not launched
+    (3, 2)
+    """
+    if given is not None:
+        return given
+    member = member_from_env()
+    return otherwise if member is None else member.workers
+
+
 def bind_listeners(count: int, host: str = "127.0.0.1") -> list[socket.socket]:
     """``count`` listening sockets on free ports of ``host``."""
     from naiad.transport.tcp import listen_socket
