@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 import naiad
+from naiad.differential import Collection
 
 
 def explode(x: int) -> int:
@@ -99,3 +100,49 @@ def test_a_stop_iteration_in_map_is_an_error_not_the_end_of_the_batch() -> None:
         naiad.run(lambda s: s.from_epochs([[1, 2, 3, 4]]).map(f).collect())
     assert isinstance(info.value.__cause__, StopIteration)
     assert any("operator 'map' on worker 0" in n for n in info.value.__notes__)
+
+
+@pytest.mark.parametrize("config", [{"workers": 2}, {"processes": 2, "transport": "inproc"}])
+async def test_inputs_refuse_data_once_the_runtime_has_failed(config: dict[str, Any]) -> None:
+    """Regression: after a callback raised, ``send``, ``advance_to`` and a session's
+    ``insert``/``flush`` returned normally and the data went nowhere."""
+    with pytest.raises(ValueError, match="bad record"):
+        async with naiad.Runtime(**config) as rt:
+
+            def build(s: naiad.Scope) -> Any:
+                handle, stream = s.new_input("plain")
+                session, collection = Collection.new_input(s, "updates")
+                collection.probe()
+                return handle, session, stream.map(explode_on_negative).probe()
+
+            df = rt.dataflow(build)
+            handle, session, probe = df.results[0]
+            session.insert("staged")  # buffered before the failure: flush has it to send
+            handle.send([-1])
+            for h, _, _ in df.results:
+                h.advance_to(1)
+            with pytest.raises(ValueError, match="bad record"):
+                await probe.wait(0)
+            calls = [
+                ("plain", lambda: handle.send([1])),
+                ("plain", lambda: handle.advance_to(5)),
+                ("updates", lambda: session.insert("x")),
+                ("updates", session.flush),
+                ("updates", lambda: session.advance_to(5)),
+            ]
+            for name, call in calls:
+                with pytest.raises(naiad.DataflowStopped) as info:
+                    call()
+                assert str(info.value) == (
+                    f"input {name!r}: the runtime has stopped after an error: "
+                    f"ValueError: bad record"
+                )
+                assert isinstance(info.value.__cause__, ValueError)
+            with pytest.raises(naiad.DataflowStopped, match="cannot build dataflow"):
+                rt.dataflow(build)
+
+
+def explode_on_negative(x: int) -> int:
+    if x < 0:
+        raise ValueError("bad record")
+    return x

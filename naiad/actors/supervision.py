@@ -44,3 +44,13 @@ def annotate(
 
 class DataflowStopped(RuntimeError):
     """The runtime stopped because another part of the dataflow failed."""
+
+
+def stopped(what: str, failure: BaseException) -> DataflowStopped:
+    """The error for a call that the runtime can no longer serve since ``failure`` stopped
+    it: it names the failure and is caused by it (the original traceback follows)."""
+    error = DataflowStopped(
+        f"{what}: the runtime has stopped after an error: {type(failure).__name__}: {failure}"
+    )
+    error.__cause__ = failure
+    return error

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from naiad.actors.supervision import stopped
 from naiad.actors.vertex import Vertex
 from naiad.dataflow.scope import BuildError
 from naiad.progress.capability import Capability
@@ -59,6 +60,7 @@ class InputHandle:
         self.name = name
         # run before the input closes, however it is closed (a session's staged updates)
         self.before_close: list[Callable[[], None]] = []
+        self._failure: BaseException | None = None  # what stopped the runtime, if anything
 
     @property
     def epoch(self) -> Any:
@@ -70,6 +72,8 @@ class InputHandle:
         return self._vertex.cap is None or not self._vertex.cap.valid
 
     def _live(self) -> Capability:
+        if self._failure is not None:  # what is sent now would go nowhere
+            raise stopped(f"input {self.name!r}", self._failure)
         cap = self._vertex.cap
         if cap is None or not cap.valid:
             if not self._vertex.started:
@@ -79,6 +83,10 @@ class InputHandle:
                 )
             raise InputError(f"input {self.name!r} is closed")
         return cap
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._failure is None:  # the first failure, not a peer's echo of it
+            self._failure = exc
 
     def _flush(self) -> None:
         self._vertex.shard.worker.flush()

@@ -90,7 +90,8 @@ class ProbeHandle:
         self._waiters = keep
 
     def _fail(self, exc: BaseException) -> None:
-        self._failure = exc
+        if self._failure is None:  # the first failure, not a peer's echo of it
+            self._failure = exc
         for _, future in self._waiters:
             if not future.done():
                 future.set_exception(exc)

@@ -23,7 +23,7 @@ from naiad.actors.vertex import VertexShard
 from naiad.actors.worker import Worker, WorkerGroup
 from naiad.dataflow.channels import Exchange, ExchangePusher, LocalPusher, Pipeline
 from naiad.dataflow.scope import BuildError, DataflowBuild
-from naiad.operators.input import InputVertex
+from naiad.operators.input import InputHandle, InputVertex
 from naiad.operators.probe import ProbeHandle
 from naiad.progress.change_batch import ChangeBatch
 from naiad.progress.progress_actor import Changes, ProgressActor
@@ -171,7 +171,7 @@ class Instance:
         for row in self.shards:
             for shard in row:
                 handle = getattr(shard.logic, "handle", None)
-                if isinstance(handle, ProbeHandle):
+                if isinstance(handle, ProbeHandle | InputHandle):
                     handle._fail(exc)
 
     # --- frames ---------------------------------------------------------------------------------

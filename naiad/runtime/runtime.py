@@ -25,7 +25,7 @@ import subprocess
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from naiad.actors.supervision import DataflowStopped
+from naiad.actors.supervision import stopped
 from naiad.dataflow.scope import BuildError, DataflowBuild
 from naiad.operators.scope import Scope
 from naiad.runtime import launch, memory
@@ -293,9 +293,7 @@ class Runtime:
         if self._closed:
             raise RuntimeError(CLOSED)
         if self._failure is not None:
-            raise DataflowStopped(
-                f"the runtime has stopped after an error: {self._failure}"
-            ) from self._failure
+            raise stopped(f"cannot build dataflow {name!r}", self._failure)
         ident = next(self._ids)
         per_process: list[list[DataflowBuild]] = []
         results: list[Any] = []
