@@ -1,8 +1,10 @@
 """The ``naiad`` command, in timely's style.
 
 ``naiad run SCRIPT -w W -n P [script args]`` starts P local processes running SCRIPT, with W
-workers each, connected over TCP on loopback with a generated secret; it exits with the first
-failing process's status (and stops the others). ``naiad run SCRIPT -w W -n P -p I --hostfile
+workers each, connected over TCP on loopback with a generated secret. When processes fail,
+it gives the others a grace period to stop, names the one whose failure came first (the
+members' runtimes report which failures other processes caused) and exits with its status
+(128 + the signal for one killed by a signal). ``naiad run SCRIPT -w W -n P -p I --hostfile
 FILE`` runs process I of a cluster spread over several machines: FILE lists ``host:port`` of
 every process, one per line, and the secret comes from ``NAIAD_SECRET`` or
 ``NAIAD_SECRET_FILE``. Inside SCRIPT, ``naiad.Runtime()`` and ``naiad.run(build)`` pick the
@@ -102,22 +104,32 @@ def _terminated(signum: int, frame: object) -> None:
 def _run_local(script: str, script_args: list[str], workers: int, processes: int) -> int:
     listeners = launch.bind_listeners(processes)
     secret = launch.read_secret() or launch.new_secret()
-    children = launch.spawn(
-        [script, *script_args], processes, workers, listeners, secret, range(processes)
-    )
-    for sock in listeners:
-        sock.close()
-    # Stopped itself (SIGTERM, or SIGINT sent to the launcher alone), the launcher stops its
-    # processes too: none is left running without it.
-    previous = signal.signal(signal.SIGTERM, _terminated)
+    reports = launch.FailureReports()
     try:
-        return _supervise(children)
-    except (KeyboardInterrupt, _Terminated) as exc:
-        print("naiad: interrupted; stopping the processes", file=sys.stderr)
-        _stop(children)
-        return 130 if isinstance(exc, KeyboardInterrupt) else 143
+        children = launch.spawn(
+            [script, *script_args],
+            processes,
+            workers,
+            listeners,
+            secret,
+            range(processes),
+            report_fd=reports.write_fd,
+        )
+        for sock in listeners:
+            sock.close()
+        # Stopped itself (SIGTERM, or SIGINT sent to the launcher alone), the launcher stops
+        # its processes too: none is left running without it.
+        previous = signal.signal(signal.SIGTERM, _terminated)
+        try:
+            return _supervise(children, reports)
+        except (KeyboardInterrupt, _Terminated) as exc:
+            print("naiad: interrupted; stopping the processes", file=sys.stderr)
+            _stop(children)
+            return 130 if isinstance(exc, KeyboardInterrupt) else 143
+        finally:
+            signal.signal(signal.SIGTERM, previous)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        reports.close()
 
 
 def _stop(children: list[subprocess.Popen[bytes]]) -> None:
@@ -134,30 +146,35 @@ def _stop(children: list[subprocess.Popen[bytes]]) -> None:
             child.wait()
 
 
-def _supervise(children: list[subprocess.Popen[bytes]]) -> int:
-    """Waits for the processes; after the first failure, gives the others a grace period."""
-    status = 0
+def _supervise(children: list[subprocess.Popen[bytes]], reports: launch.FailureReports) -> int:
+    """Waits for the processes; after the first failure, gives the others a grace period.
+    Names the process whose failure came first and returns its status."""
+    exited: list[int] = []  # in the order their exits were seen
     deadline = None
-    while any(c.poll() is None for c in children):
+    while True:
+        reports.read()
         for index, child in enumerate(children):
-            code = child.poll()
-            if code not in (None, 0) and status == 0:
-                print(f"naiad: process {index} exited with status {code}", file=sys.stderr)
-                status = code
-                deadline = time.monotonic() + GRACE_SECONDS
+            if index not in exited and child.poll() is not None:
+                exited.append(index)
+                if child.returncode != 0 and deadline is None:
+                    deadline = time.monotonic() + GRACE_SECONDS
+        if len(exited) == len(children):
+            break
         if deadline is not None and time.monotonic() > deadline:
             for child in children:
                 if child.poll() is None:
                     child.kill()
         time.sleep(0.05)
-    if status == 0:
-        for index, child in enumerate(children):
-            if child.returncode != 0:
-                print(
-                    f"naiad: process {index} exited with status {child.returncode}", file=sys.stderr
-                )
-                status = child.returncode
-    return status
+    reports.read()  # written before each member exited: all in the pipe now
+    failed = [index for index in exited if children[index].returncode != 0]
+    if not failed:
+        return 0
+    root = reports.root_cause(failed)
+    code = children[root].returncode
+    report = reports.reports.get(root)
+    cause = f": {report.error}" if report is not None else ""
+    print(f"naiad: process {root} {launch.exit_description(code)}{cause}", file=sys.stderr)
+    return launch.shell_status(code)
 
 
 if __name__ == "__main__":

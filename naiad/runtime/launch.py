@@ -11,15 +11,20 @@ separated; ``NAIAD_SECRET`` (or ``NAIAD_SECRET_FILE``): the cluster secret that 
 they know; ``NAIAD_LISTEN_FD``: a listening socket the launcher bound for this process (so no
 port can be taken between choosing it and listening on it). ``NAIAD_MAX_PAYLOAD`` (optional,
 the same in every process): the largest frame payload in bytes a process accepts (256 MiB by
-default); larger messages are sent as several.
+default); larger messages are sent as several. ``NAIAD_REPORT_FD``: the write end of a pipe
+to ``naiad run``, where a member reports its runtime's first failure (see
+:class:`FailureReports`).
 
 Local launches bind loopback sockets; a secret is generated when none is given.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -38,6 +43,7 @@ ENV_SECRET_FILE = "NAIAD_SECRET_FILE"
 ENV_LISTEN_FD = "NAIAD_LISTEN_FD"
 ENV_SELF_LAUNCHED = "NAIAD_SELF_LAUNCHED"
 ENV_MAX_PAYLOAD = "NAIAD_MAX_PAYLOAD"
+ENV_REPORT_FD = "NAIAD_REPORT_FD"
 ONE_SELF_LAUNCH = (
     "a script that launches its own cluster (Runtime(processes>1, transport='tcp')) runs one "
     "such runtime: its other processes run the whole script alongside it. For several "
@@ -60,6 +66,7 @@ class Member:
     secret: bytes
     listen_fd: int | None
     self_launched: bool = False  # started by a Runtime of process 0, not by 'naiad run'
+    report_fd: int | None = None  # where to report a failure to 'naiad run'
 
 
 def parse_addresses(text: str) -> list[tuple[str, int]]:
@@ -133,6 +140,7 @@ def member_from_env(env: os._Environ[str] | dict[str, str] = os.environ) -> Memb
     if secret is None:
         raise LaunchError(f"a cluster member needs {ENV_SECRET} or {ENV_SECRET_FILE}")
     fd = env.get(ENV_LISTEN_FD)
+    report = env.get(ENV_REPORT_FD)
     return Member(
         process,
         processes,
@@ -141,6 +149,7 @@ def member_from_env(env: os._Environ[str] | dict[str, str] = os.environ) -> Memb
         secret,
         int(fd) if fd else None,
         env.get(ENV_SELF_LAUNCHED) == "1",
+        int(report) if report and report.isdigit() else None,
     )
 
 
@@ -173,9 +182,11 @@ def spawn(
     secret: bytes,
     indices: Sequence[int],
     self_launched: bool = False,
+    report_fd: int | None = None,
 ) -> list[subprocess.Popen[bytes]]:
     """Starts ``python argv`` once for each process index in ``indices`` (``self_launched``:
-    by a runtime of process 0 running the same script)."""
+    by a runtime of process 0 running the same script; ``report_fd``: where they report
+    failures, see :class:`FailureReports`)."""
     addresses = ",".join(f"{s.getsockname()[0]}:{s.getsockname()[1]}" for s in listeners)
     children = []
     for index in indices:
@@ -194,8 +205,129 @@ def spawn(
         env.pop(ENV_SECRET_FILE, None)
         if self_launched:
             env[ENV_SELF_LAUNCHED] = "1"
-        children.append(subprocess.Popen([sys.executable, *argv], env=env, pass_fds=[fd]))
+        fds = [fd]
+        if report_fd is not None:
+            env[ENV_REPORT_FD] = str(report_fd)
+            fds.append(report_fd)
+        children.append(subprocess.Popen([sys.executable, *argv], env=env, pass_fds=fds))
     return children
+
+
+def exit_description(code: int) -> str:
+    """How a process ended, from its return code (negative: the signal that killed it).
+
+    >>> exit_description(3), exit_description(-9)
+    ('exited with status 3', 'was killed by SIGKILL')
+    """
+    if code >= 0:
+        return f"exited with status {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    return f"was killed by {name}"
+
+
+def shell_status(code: int) -> int:
+    """A return code as a shell reports it: 128 + the signal for a process killed by one.
+
+    >>> shell_status(3), shell_status(-9)
+    (3, 137)
+    """
+    return 128 - code if code < 0 else code
+
+
+# A report is one line written in one call, so that the reports of several members never
+# interleave: at most PIPE_BUF bytes (4096 on Linux); ASCII JSON spends up to 12 per character.
+_REPORT_LIMIT = 300  # characters of the error kept
+
+
+def report_failure(member: Member, exc: BaseException, peer: int | None) -> None:
+    """Tells ``naiad run`` (if it launched this process) why this member's runtime failed, and
+    which other process caused it, if one did. Best effort: the pipe never blocks."""
+    if member.report_fd is None:
+        return
+    error = f"{type(exc).__name__}: {exc}".replace("\n", " ")[:_REPORT_LIMIT]
+    line = json.dumps({"process": member.process, "peer": peer, "error": error})
+    with contextlib.suppress(OSError):
+        os.write(member.report_fd, (line + "\n").encode())
+
+
+@dataclass(frozen=True)
+class FailureReport:
+    """What a member reported of its runtime's first failure."""
+
+    order: int  # the place of this report among all (a cause is reported before its effects)
+    peer: int | None  # the process that caused this failure, if another did
+    error: str
+
+
+class FailureReports:
+    """The launcher's end of the members' report pipe: each member's first failure, in the
+    order they were reported. A member reports its own failure before it tells its peers,
+    so a failure is always reported before the failures it causes in other processes."""
+
+    def __init__(self) -> None:
+        self.read_fd, self.write_fd = os.pipe()
+        for fd in (self.read_fd, self.write_fd):
+            os.set_blocking(fd, False)  # a member never waits for the launcher
+        self.reports: dict[int, FailureReport] = {}
+        self._partial = b""
+        self._count = 0
+
+    def read(self) -> None:
+        """Takes in whatever the members have written."""
+        while True:
+            try:
+                chunk = os.read(self.read_fd, 65536)
+            except BlockingIOError:
+                return
+            if not chunk:
+                return
+            *lines, self._partial = (self._partial + chunk).split(b"\n")
+            for line in lines:
+                self._take(line)
+
+    def _take(self, line: bytes) -> None:
+        try:
+            report = json.loads(line)
+            process, peer, error = report["process"], report["peer"], str(report["error"])
+        except (ValueError, KeyError, TypeError):
+            return  # not a report: a member's own write to an inherited descriptor, say
+        if isinstance(process, int) and process not in self.reports:
+            self.reports[process] = FailureReport(
+                self._count, peer if isinstance(peer, int) else None, error
+            )
+            self._count += 1
+
+    def root_cause(self, failed: Sequence[int]) -> int:
+        """Of the processes that failed, given in the order they exited, the one whose failure
+        came first: the first to report a failure of its own; else the first to exit without
+        a report (killed, or failed outside its runtime); else the first to exit.
+
+        >>> reports = FailureReports()
+        >>> for line in (b'{"process": 1, "peer": null, "error": "E: x"}',
+        ...              b'{"process": 0, "peer": 1, "error": "PeerFailed: ..."}'):
+        ...     reports._take(line)
+        >>> reports.root_cause([0, 1]), reports.root_cause([0]), reports.root_cause([2, 0])
+        (1, 0, 2)
+        >>> reports.close()
+        """
+
+        def rank(position: int) -> tuple[int, int]:
+            report = self.reports.get(failed[position])
+            if report is None:
+                return (1, position)
+            if report.peer is None:
+                return (0, report.order)
+            return (2, position)
+
+        return failed[min(range(len(failed)), key=rank)]
+
+    def close(self) -> None:
+        for fd in (self.read_fd, self.write_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 def new_secret() -> bytes:

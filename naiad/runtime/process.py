@@ -50,6 +50,11 @@ log = logging.getLogger(__name__)
 class ClusterError(RuntimeError):
     """A peer process failed, left, or sent something that cannot be applied."""
 
+    def __init__(self, message: str, peer: int | None = None) -> None:
+        super().__init__(message)
+        self.peer = peer
+        """The process that caused this error, if it names one."""
+
 
 class PeerFailed(ClusterError):
     """Another process stopped the cluster and said why."""
@@ -416,7 +421,8 @@ class Process:
     def _departure(self, peer: int, ident: int, name: str) -> ClusterError:
         return ClusterError(
             f"process {peer} left the cluster without building dataflow {ident} ({name!r}), "
-            f"which process {self.index} built; every process must build the same dataflows"
+            f"which process {self.index} built; every process must build the same dataflows",
+            peer,
         )
 
     def _compare_digests(self, ident: int) -> None:
@@ -482,7 +488,7 @@ class Process:
                 exc
                 if isinstance(exc, BuildError)
                 else ClusterError(
-                    f"process {peer} sent a frame process {self.index} cannot apply: {exc}"
+                    f"process {peer} sent a frame process {self.index} cannot apply: {exc}", peer
                 )
             )
             self.runtime._fail(error)
@@ -522,7 +528,7 @@ class Process:
                         raise self._departure(peer, instance.id, instance.name)
             elif isinstance(message.get("failed"), str):
                 self.runtime._fail(
-                    PeerFailed(f"process {peer} stopped the cluster: {message['failed']}")
+                    PeerFailed(f"process {peer} stopped the cluster: {message['failed']}", peer)
                 )
             elif "dataflow" in message:
                 ident = message["dataflow"]
@@ -541,6 +547,7 @@ class Process:
         self.runtime._fail(
             ClusterError(
                 f"process {peer} disconnected from process {self.index} ({exc}); "
-                f"the cluster cannot continue without it"
+                f"the cluster cannot continue without it",
+                peer,
             )
         )

@@ -258,7 +258,7 @@ class Runtime:
                 child.kill()
             code = await asyncio.to_thread(child.wait)
             if code != 0:
-                failed.append(f"process {index} exited with status {code}")
+                failed.append(f"process {index} {launch.exit_description(code)}")
         self._children = []
         if failed and self._failure is None and not kill:
             self._failure = ClusterError("; ".join(failed))
@@ -276,6 +276,9 @@ class Runtime:
     def _fail(self, exc: BaseException) -> None:
         if self._failure is None:
             self._failure = exc
+            if self._member is not None:  # before the peers hear of it: causes come first
+                peer = exc.peer if isinstance(exc, ClusterError) else None
+                launch.report_failure(self._member, exc, peer)
         for process in self.processes:
             process.fail(exc)
         self.dataflows.clear()

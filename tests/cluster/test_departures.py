@@ -120,6 +120,51 @@ def test_an_operator_failure_reaches_the_others_with_operator_and_worker(tmp_pat
     )
 
 
+# process 1 stops the cluster (raises, or is killed) once both processes run a dataflow
+STOPPED_BY_PROCESS_1 = """
+    import asyncio, os, signal, time, naiad
+    me = int(os.environ["NAIAD_PROCESS"])
+    async def main():
+        async with naiad.Runtime() as rt:
+            def build(s):
+                handle, stream = s.new_input()
+                return handle, stream.exchange(lambda x: x).probe()
+            ((handle, probe),) = rt.dataflow(build).results
+            handle.send([me])
+            handle.advance_to(1)
+            await probe.wait(0)
+            if me == 1:
+                await asyncio.sleep(0.2)
+                if os.environ.get("HOW") == "killed":
+                    os.kill(os.getpid(), signal.SIGKILL)
+                raise RuntimeError("process 1 gives up")
+            await probe.wait(1)  # never: process 1 holds epoch 1
+    """
+
+
+def test_the_launcher_names_the_process_that_failed_first(tmp_path: Path) -> None:
+    """Process 1 fails and process 0 stops because of it, but process 1 takes longer to
+    exit: the launcher named the first process it saw exit with an error (process 0, whose
+    error only says that process 1 stopped the cluster). Members now report their failures
+    to the launcher, which names the cause."""
+    slow_exit = REPORTS.replace("raise SystemExit(3)", "time.sleep(1.0 * me); raise SystemExit(3)")
+    done = naiad_run(tmp_path, STOPPED_BY_PROCESS_1, tail=slow_exit)
+    assert_process_0_reports(done, "RuntimeError: process 1 gives up")
+    assert "naiad: process 1 exited with status 3: RuntimeError: process 1 gives up" in (
+        done.stderr
+    ), done.stderr
+    assert "naiad: process 0" not in done.stderr
+
+
+def test_the_launcher_names_the_signal_that_killed_a_process(tmp_path: Path) -> None:
+    """A process killed by SIGKILL was reported as "exited with status -9", and the launcher
+    exited with status 247 (-9 wrapped); now 128 + 9 as a shell would say."""
+    done = naiad_run(tmp_path, STOPPED_BY_PROCESS_1, env={"HOW": "killed"}, tail=REPORTS)
+    assert "process 0: ClusterError: process 1 disconnected from process 0" in done.stdout
+    assert "naiad: process 1 was killed by SIGKILL" in done.stderr, done.stderr
+    assert done.returncode == 128 + signal.SIGKILL
+
+
 def test_several_runtimes_in_one_script_run_in_turn(tmp_path: Path) -> None:
     """The second runtime of a member listened on the socket the first had closed."""
     done = naiad_run(
