@@ -522,6 +522,9 @@ class Process:
                 raise FrameError("malformed control message")
             if message.get("goodbye"):
                 self.goodbyes.add(peer)
+                # it closes once it has every goodbye, maybe before this process has them
+                assert self.transport is not None
+                self.transport.expect_close(peer)
                 self._goodbye_event.set()
                 for instance in list(self.instances.values()):
                     if peer in self._departed_without(instance.id):

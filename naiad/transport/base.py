@@ -8,7 +8,9 @@ A transport moves frames (``codec.py``) from one process to another. Its contrac
   payload as a buffer the receiver may keep (numpy batches are views of it);
 * ``send`` never blocks; ``drain`` waits while the transport holds more unsent bytes than its
   bound (backpressure for producers that can wait, such as input feeders);
-* a peer that disappears is reported once through ``on_lost(peer, error)``;
+* a peer that disappears is reported once through ``on_lost(peer, error)``; after
+  ``expect_close(peer)`` (the peer said it is leaving) its connection closing is its
+  departure: still reported, but not warned about;
 * ``on_frame`` may run before ``start`` returns, as soon as that peer's link is up; an
   ``on_frame`` that raises is bad input from that peer: its connection is closed and the
   peer reported lost;
@@ -65,6 +67,10 @@ class Transport(ABC):
 
     async def drain(self) -> None:  # noqa: B027 - transports without a bound need not wait
         """Waits until the unsent data is below the transport's bound."""
+
+    def expect_close(self, peer: int) -> None:  # noqa: B027 - only transports that warn care
+        """``peer`` said it is leaving: its connection closing from now on is no loss to warn
+        about (``on_lost`` still reports it)."""
 
     @abstractmethod
     async def close(self) -> None:

@@ -102,7 +102,9 @@ Loss and shutdown
     ``send``\\ s to that peer are dropped. ``close()`` stops accepting, hands every pending
     frame to the kernel and waits (at most ``close_timeout`` seconds) until the connections
     have flushed and closed; peers see that as a lost connection, which a runtime that has
-    finished ignores.
+    finished ignores. A loss is logged as a warning unless ``expect_close(peer)`` announced
+    it: a runtime calls it when the peer says goodbye, which it may do while this process
+    still waits for the goodbyes of others.
 """
 
 from __future__ import annotations
@@ -396,13 +398,14 @@ class _Link(asyncio.BufferedProtocol):
         error: BaseException = exc or ConnectionResetError(
             f"process {self.peer} at {self.where} closed the connection"
         )
-        log.warning(
-            "process %d lost its connection to process %d at %s: %s",
-            self.owner.process,
-            self.peer,
-            self.where,
-            error,
-        )
+        if self.peer not in self.owner._leaving:
+            log.warning(
+                "process %d lost its connection to process %d at %s: %s",
+                self.owner.process,
+                self.peer,
+                self.where,
+                error,
+            )
         self.owner._report_lost(self.peer, error)
 
     def eof_received(self) -> bool:
@@ -657,6 +660,7 @@ class TcpTransport(Transport):
         self._rejections = rejection_limiter if rejection_limiter is not None else RateLimiter()
         self._started = False
         self._closing = False
+        self._leaving: set[int] = set()  # peers whose connection closing is expected
 
     def _where(self, peer: int) -> str:
         host, port = self.addresses[peer]
@@ -998,6 +1002,9 @@ class TcpTransport(Transport):
             link.flush()
         for link in links:
             await link.writable()
+
+    def expect_close(self, peer: int) -> None:
+        self._leaving.add(peer)
 
     def _report_lost(self, peer: int, error: BaseException) -> None:
         self._running_loop().call_soon(self._call_on_lost, peer, error)
