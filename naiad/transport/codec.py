@@ -14,9 +14,10 @@ holding the rest (a progress batch cannot be split into batches: it is applied w
 loss and duplicates.
 
 Payloads never use pickle: records and times are msgpack values, with extension types for
-tuples, ``Product`` and ``Lex`` (so they come back as what was sent), and a numpy array is a
-small msgpack head (dtype, shape) followed by its raw bytes, decoded with ``np.frombuffer``
-(no per-element work; the decoded array is a read-only view of the received buffer).
+tuples, ``Product`` and ``Lex`` (so they come back as what was sent; so do numpy scalars of
+extended precision, as their bytes), and a numpy array is a small msgpack head (dtype, shape)
+followed by its raw bytes, decoded with ``np.frombuffer`` (no per-element work; the decoded
+array is a read-only view of the received buffer).
 Anything else is rejected with an error naming its type.
 """
 
@@ -47,6 +48,11 @@ _EXT_LEX = 3
 _EXT_BIG_INT = 4  # an int outside msgpack's 64-bit range: two's complement, big-endian
 _EXT_COMPLEX = 5  # [real, imag]
 _EXT_DATETIME = 6  # a numpy datetime64 or timedelta64: [dtype string, int64 count]
+_EXT_NUMPY_SCALAR = 7  # a numpy number Python has no exact form for: [dtype string, raw bytes]
+
+# numpy scalars that Python's float and complex would round (extended precision): they travel
+# as their bytes and arrive as themselves
+_EXTENDED = (np.longdouble, np.clongdouble)
 
 _BATCH_LIST = 0
 _BATCH_ARRAY = 1
@@ -143,6 +149,8 @@ def _default(obj: Any) -> Any:
     if isinstance(obj, np.datetime64 | np.timedelta64):
         count = int(np.array(obj).view(np.int64))
         return msgpack.ExtType(_EXT_DATETIME, packb([obj.dtype.str, count]))
+    if isinstance(obj, _EXTENDED):
+        return msgpack.ExtType(_EXT_NUMPY_SCALAR, packb([obj.dtype.str, obj.tobytes()]))
     if isinstance(obj, np.integer):
         return int(obj)
     if isinstance(obj, np.floating):
@@ -182,6 +190,12 @@ def _ext_hook(code: int, data: bytes) -> Any:
         if dtype.kind not in "mM":
             raise FrameError(f"malformed date type {unit!r}")
         return np.array(count, np.int64).view(dtype)[()]
+    if code == _EXT_NUMPY_SCALAR:
+        unit, raw = unpackb(data)
+        dtype = np.dtype(unit)  # a malformed one raises: unpackb makes that a FrameError
+        if dtype.type not in _EXTENDED or len(raw) != dtype.itemsize:
+            raise FrameError(f"malformed numpy scalar of type {unit!r}")
+        return np.frombuffer(raw, dtype)[0]
     raise FrameError(f"unknown msgpack extension type {code}")
 
 

@@ -66,19 +66,23 @@ def test_arrays_of_any_dtype_arrive_in_another_process_as_arrays(kind: str) -> N
 
 def test_numpy_scalar_records_arrive_in_another_process() -> None:
     """Regression: numpy strings, complex numbers and dates, what ``map`` over such arrays
-    gives, were refused by the codec."""
+    gives, were refused by the codec; a np.longdouble arrived rounded to a float."""
     words = np.array(["apple", "fig", "kiwi", "plum"])
     dates = np.array(["2020-01-01", "2021-06-30"], "M8[D]")
+    extended = [np.longdouble(1) / 3, np.clongdouble(2) / 3j]
 
     def build(scope: naiad.Scope) -> list[Any]:
-        records = scope.from_epochs([list(words) + list(dates) + [np.complex128(1 + 2j)]])
-        return records.exchange(lambda r: len(str(r))).collect()
+        records = list(words) + list(dates) + [np.complex128(1 + 2j)] + extended
+        return scope.from_epochs([records]).exchange(lambda r: len(str(r))).collect()
 
     def run(runtime: dict[str, Any]) -> list[Any]:
         return sorted((r for out in naiad.run(build, **runtime) for _, r in out), key=str)
 
-    # equal values (numpy strings and complex numbers arrive as Python's own)
+    # equal values (numpy strings and complex numbers arrive as Python's own; numbers that
+    # Python's would round arrive as themselves)
     assert run(TWO_PROCESSES) == run(TWO_WORKERS)
+    arrived = [r for r in run(TWO_PROCESSES) if isinstance(r, np.longdouble | np.clongdouble)]
+    assert sorted(arrived, key=str) == sorted(extended, key=str)
 
 
 async def test_a_batch_with_a_record_the_codec_refuses_is_delivered_nowhere() -> None:

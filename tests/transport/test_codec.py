@@ -137,13 +137,16 @@ def test_progress_batches_with_times_beyond_64_bits_decode_to_themselves(changes
     assert decode_changes(encode_changes(changes)) == changes
 
 
+EXTENDED_BITS = 8 * np.dtype(np.longdouble).itemsize  # np.longdouble's size here
+
+
 def any_dtype() -> st.SearchStrategy[np.dtype[Any]]:
     leaf = st.one_of(
         hnp.boolean_dtypes(),
         hnp.integer_dtypes(endianness="?"),
         hnp.unsigned_integer_dtypes(endianness="?"),
-        hnp.floating_dtypes(endianness="?"),
-        hnp.complex_number_dtypes(endianness="?"),
+        hnp.floating_dtypes(endianness="?", sizes=(16, 32, 64, EXTENDED_BITS)),
+        hnp.complex_number_dtypes(endianness="?", sizes=(64, 128, 2 * EXTENDED_BITS)),
         hnp.datetime64_dtypes(endianness="?"),
         hnp.timedelta64_dtypes(endianness="?"),
         hnp.unicode_string_dtypes(endianness="?", min_len=1),
@@ -168,6 +171,36 @@ def test_arrays_of_every_dtype_and_shape_cross_the_wire_as_arrays(
     assert isinstance(back, np.ndarray)
     assert (time, back.dtype, back.shape) == (5, array.dtype, array.shape)
     assert back.tobytes() == np.ascontiguousarray(array).tobytes()
+    if array.dtype.fields:  # a structured element (np.void) is not a record that can cross
+        return
+    # its elements, numpy scalars, cross as records of equal value; those Python's own numbers
+    # would round (np.longdouble, np.clongdouble) arrive as themselves
+    elements = list(array.ravel())
+    _, records = decode_message(b"".join(bytes(p) for p in encode_message(5, elements)))
+    extended = (np.longdouble, np.clongdouble)
+    assert [type(r) for r in records if isinstance(r, extended)] == [
+        type(e) for e in elements if isinstance(e, extended)
+    ]
+    nan = array.dtype.kind in "fcmM"
+    assert np.array_equal(np.array(records, array.dtype), array.ravel(), equal_nan=nan)
+
+
+def test_extended_precision_scalars_cross_the_wire_exactly() -> None:
+    """Regression: a np.longdouble (or np.clongdouble) record arrived rounded to a float
+    (complex) of 64-bit parts, while arrays of them travelled exactly."""
+    third = np.longdouble(1) / 3
+    batch = [third, np.clongdouble(third + 1j * third), (1, third)]
+    _, back = decode_message(b"".join(bytes(p) for p in encode_message(0, batch)))
+    assert [type(v) for v in back] == [np.longdouble, np.clongdouble, tuple]
+    assert back[0] == third and back[1] == batch[1] and back[2][1] == third
+    assert back[0].tobytes() == third.tobytes()
+
+
+def test_a_malformed_extended_scalar_is_a_frame_error() -> None:
+    for dtype, raw in [("<f8", bytes(8)), ("<f16", bytes(3)), ("not a dtype", b"")]:
+        payload = packb([0, 0, [msgpack.ExtType(7, packb([dtype, raw]))]])
+        with pytest.raises(FrameError, match="malformed"):
+            decode_message(struct.pack("<I", len(payload)) + payload)
 
 
 def test_object_arrays_cross_the_wire_as_object_arrays() -> None:
