@@ -42,6 +42,8 @@ Columns = tuple[np.ndarray, ...]
 SMALL_KEYS = 16
 INDEXED_ROWS = 4096  # batches from this size on look keys up among their distinct keys
 TAIL_ROWS, TAIL_BATCHES = 64, 4  # small batches a spine lets wait before merging them
+# what a numeric key column can be searched for (complex numbers have no order)
+REAL_NUMBERS = (int, float, np.integer, np.floating, np.bool_)
 
 
 def expand_ranges(lo: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -493,12 +495,41 @@ class TraceHandle:
         spine.handles.add(self)
 
     def set_logical_compaction(self, frontier: Iterable[Any]) -> None:
-        """Compaction allowed up to ``frontier`` (times, as ints / ``Product`` / ``Lex``)."""
+        """Compaction allowed up to ``frontier`` (times, as ints / ``Product`` / ``Lex``).
+
+        The frontier only moves forward (each of its times at or after one of the current
+        frontier's): the trace may already be compacted up to the current one, so it could not
+        answer at earlier times.
+
+        >>> h = TraceHandle(Spine(depth=0))
+        >>> h.set_logical_compaction([3])
+        >>> h.set_logical_compaction([2])
+        Traceback (most recent call last):
+        ...
+        ValueError: trace '': cannot move the logical compaction frontier back from [3] to [2]: ...
+        """
         rows = lattice.frontier_rows(frontier, self.spine.depth)
         if self.logical is None or not np.array_equal(rows, self.logical):
+            lex = self.spine.lex
+            if self.logical is not None and not lattice.beyond(rows, self.logical, lex).all():
+                was, now = ([lattice.time_of(r, lex) for r in f] for f in (self.logical, rows))
+                raise ValueError(
+                    f"trace {self.spine.name!r}: cannot move the logical compaction frontier "
+                    f"back from {was} to {now}: the trace may be compacted up to {was} already; "
+                    f"each time of a new frontier must be at or after one of {was}"
+                )
             self.logical = rows  # a new array only for a new frontier: Spine.since caches
 
     def set_physical_compaction(self, seq: int | None) -> None:
+        """The reader has read the batches numbered up to ``seq`` (``None``: it holds no
+        batches apart). It only moves forward: batches up to the current number may have
+        been merged already."""
+        if seq is not None and self.acknowledged is not None and seq < self.acknowledged:
+            raise ValueError(
+                f"trace {self.spine.name!r}: cannot move the physical compaction point back "
+                f"from batch {self.acknowledged} to batch {seq}: batches up to "
+                f"{self.acknowledged} may be merged already"
+            )
         self.acknowledged = seq
         self.spine._maintain()
 
@@ -548,18 +579,43 @@ class Cursor:
         return self._decoded_keys[self._starts[self._pos]]
 
     def seek_key(self, key: Any) -> bool:
-        """Moves to the first key at or after ``key``; whether it equals ``key``."""
-        code = key
+        """Moves to the first key at or after ``key``; whether it equals ``key``.
+
+        Numeric keys are sought by a search, so ``key`` must be a real number (numpy would
+        compare anything else as strings, or fail); interned keys are found by equality.
+
+        >>> s = Spine(depth=0)
+        >>> _ = s.insert_updates(np.array([1, 5, 9]), (), np.zeros((3, 1), np.int64),
+        ...                      np.ones(3, np.int64), np.array([[1]]))
+        >>> c = TraceHandle(s).cursor()
+        >>> c.seek_key(4), c.key()
+        (False, np.int64(5))
+        >>> c.seek_key("4")
+        Traceback (most recent call last):
+        ...
+        TypeError: cursor on trace '': cannot seek the key '4' (a str): the keys are int64 numbers
+        """
         if self.spine.encoded[0]:
-            code = INTERNER.codes.get(key)
+            try:
+                code = INTERNER.codes.get(key)
+            except TypeError:  # unhashable
+                raise self._bad_key(key, "hashable Python values (interned)") from None
             if code is None:
                 self._pos = len(self._starts)
                 return False
             hits = np.flatnonzero(self._keys[self._starts] == code)
             self._pos = int(hits[0]) if len(hits) else len(self._starts)
             return bool(len(hits))
-        self._pos = int(np.searchsorted(self._keys[self._starts], code))
-        return self.valid() and self._keys[self._starts[self._pos]] == code
+        if not isinstance(key, REAL_NUMBERS) and self.spine.encoded[0] is not None:
+            raise self._bad_key(key, f"{self._keys.dtype} numbers")
+        self._pos = int(np.searchsorted(self._keys[self._starts], key))
+        return self.valid() and bool(self._keys[self._starts[self._pos]] == key)
+
+    def _bad_key(self, key: Any, kind: str) -> TypeError:
+        return TypeError(
+            f"cursor on trace {self.spine.name!r}: cannot seek the key {key!r} "
+            f"(a {type(key).__name__}): the keys are {kind}"
+        )
 
     def values(self) -> list[tuple[Any, list[tuple[Any, int]]]]:
         """The current key's values, each with its ``(time, diff)`` history."""

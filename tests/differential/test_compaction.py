@@ -133,3 +133,37 @@ def test_a_held_handle_at_the_minimum_time_keeps_every_time() -> None:
         assert accumulated_at(spines, t) == ref.accumulated(epochs, t)
     assert sorted(t for _, t, _ in spine_updates(spines)) == [0, 0, 1, 2, 3]
     arrangements[0].trace.close()
+
+
+def test_a_trace_handle_refuses_to_move_its_compaction_back() -> None:
+    """Regression: a frontier behind the handle's was accepted, though the trace was compacted
+    to the old one already: reads at the earlier times then answered wrongly, silently. The
+    physical compaction point (merged batches cannot be split again) likewise."""
+    epochs = [[((e, e), 1)] for e in range(8)]
+    refused: list[str] = []
+
+    def on_epoch(e: int, arrangements: list[Any]) -> None:
+        handle = arrangements[0].trace
+        if e == 0:
+            handle.set_logical_compaction([6])
+            handle.set_physical_compaction(3)
+        if e == 7:
+            for move in (
+                lambda: handle.set_logical_compaction([0]),
+                lambda: handle.set_logical_compaction([7, 5]),  # 5 is before 6
+                lambda: handle.set_physical_compaction(1),
+            ):
+                try:
+                    move()
+                except ValueError as exc:
+                    refused.append(str(exc))
+            assert handle.logical.tolist() == [[6]] and handle.acknowledged == 3
+            handle.set_logical_compaction([7])  # forward still works
+            handle.set_physical_compaction(None)
+
+    _, spines = ref.watchdog(feed(1, epochs, on_epoch))
+    assert len(refused) == 3
+    assert "frontier back from [6] to [0]" in refused[0]
+    assert "frontier back from [6] to [7, 5]" in refused[1]
+    assert "point back from batch 3 to batch 1" in refused[2]
+    assert accumulated_at(spines, 7) == ref.accumulated(epochs, 7)
