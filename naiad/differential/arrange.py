@@ -232,7 +232,7 @@ def _arranged(c: Arranged | Collection) -> Arranged:
 def arrange(collection: Collection, name: str = "arrange", whole: bool = False) -> Arranged:
     """``collection`` arranged by its first column (``whole``: records are whole keys)."""
     scope = collection.stream.scope
-    spine = Spine(scope.depth, lattice.scope_lex(scope), name)
+    spine = Spine(scope.depth, lattice.scope_lex(scope), name, scope.index)
     node = scope.add_operator(
         name, ArrangeVertex(spine, whole), [(collection.stream, Exchange(keys=route))]
     )
@@ -286,6 +286,14 @@ def import_trace(handle: TraceHandle, scope: Any, name: str = "import") -> Arran
     if scope.depth != 0 or spine.depth != 0:
         raise ValueError(
             "import: only arrangements of root scopes (integer epochs) can be imported"
+        )
+    if spine.worker is not None and spine.worker != scope.index:
+        # a spine holds the keys routed to its worker: read by another worker, that part of
+        # the collection would be read twice and the other worker's part not at all
+        raise ValueError(
+            f"{name}: worker {scope.index} imports the trace of {spine.name!r} on worker "
+            f"{spine.worker}; each worker imports its own worker's handle (the one its "
+            "build of the source dataflow returned)"
         )
     reader = TraceHandle(spine, logical=handle.logical)
     node = scope.add_operator(name, _ImportVertex(spine, reader), [])

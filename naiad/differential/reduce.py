@@ -478,7 +478,7 @@ def reduce_arranged(arranged: Arranged, logic: Logic | Callable[..., Any], name:
     if not isinstance(logic, Logic):
         logic = GenericLogic(logic)
     source = arranged.spine
-    output = Spine(source.depth, source.lex, name)
+    output = Spine(source.depth, source.lex, name, source.worker)
     handle = arranged.handle()
     own = TraceHandle(output)
     vertex = ReduceVertex(source, handle, output, own, logic)

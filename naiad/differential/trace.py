@@ -226,7 +226,8 @@ def merge(batches: Sequence[Batch], since: np.ndarray, lex: Sequence[bool]) -> B
 class Spine:
     """The batches of one arrangement on one worker, merged geometrically.
 
-    ``encoded[i]`` says whether column ``i`` (0 the key, then the values) holds interned codes.
+    ``encoded[i]`` says whether column ``i`` (0 the key, then the values) holds interned codes;
+    ``worker`` is the index of the worker that maintains it (``None`` outside a dataflow).
 
     >>> s = Spine(depth=0)
     >>> counts = []
@@ -240,8 +241,10 @@ class Spine:
     (2, [[5], [5]], [3, 2])
     """
 
-    def __init__(self, depth: int, lex: Sequence[bool] = (), name: str = "") -> None:
-        self.depth, self.lex, self.name = depth, tuple(lex), name
+    def __init__(
+        self, depth: int, lex: Sequence[bool] = (), name: str = "", worker: int | None = None
+    ) -> None:
+        self.depth, self.lex, self.name, self.worker = depth, tuple(lex), name, worker
         self.batches: list[Batch] = []
         self.encoded: list[bool | None] = [None]  # grows to the records' width
         self.kinds: list[str] = [""]  # per numeric column: "i", "f", or "if" (both, exactly)

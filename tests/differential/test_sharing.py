@@ -226,3 +226,41 @@ async def test_an_imported_reduce_output_keeps_up_and_finishes(workers: int) -> 
         await asyncio.wait_for(df2.finished(), 10)
     got = sorted(c for part in df2.results for c in part[0])
     assert got == [((1, 10, 1), 0, 1), ((2, 1, 1), 1, 1), ((2, 2, 1), 2, 1)]
+
+
+async def test_importing_another_workers_trace_is_refused_where_it_is_imported() -> None:
+    """Regression: every worker imported worker 0's trace without an error, so worker 0's
+    part of the collection arrived twice and worker 1's never. (The trace here is a reduce's
+    output: an arrangement of the reduce's worker too.)"""
+    a = [((1, 10), 1), ((2, 20), 1), ((3, 30), 1), ((3, 3), 1)]
+    async with naiad.Runtime(workers=2) as rt:
+
+        def first(scope: Any) -> Any:
+            session, collection = Collection.new_input(scope)
+            return session, collection.arrange_by_key().reduce(total).trace
+
+        def total(key: Any, values: Any) -> Any:
+            return [(sum(v * d for v, d in values), 1)]
+
+        df1 = rt.dataflow(first)
+        for w, (session, _) in enumerate(df1.results):
+            for record, diff in share(w, 2, a):
+                session.update(record, diff)
+            session.close()
+        await df1.finished()
+
+        def wrong(scope: Any) -> Any:
+            return import_trace(df1.results[0][1], scope).as_collection().changes()
+
+        with pytest.raises(ValueError, match=r"worker 1 imports the trace of 'reduce' on worker 0"):
+            rt.dataflow(wrong)
+
+        def second(scope: Any) -> Any:
+            return import_trace(df1.results[scope.index][1], scope).as_collection().changes()
+
+        df2 = rt.dataflow(second)
+        await asyncio.wait_for(df2.finished(), 30)
+        for _, handle in df1.results:
+            handle.close()
+    got = sorted(c for part in df2.results for c in part)
+    assert got == [((1, 10), 0, 1), ((2, 20), 0, 1), ((3, 33), 0, 1)]
