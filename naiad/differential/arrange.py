@@ -21,6 +21,7 @@ from naiad.dataflow.channels import Exchange, Pipeline
 from naiad.differential import lattice
 from naiad.differential.trace import Batch, Spine, TraceHandle
 from naiad.differential.updates import Updates, route
+from naiad.operators.input import ImportVertex
 from naiad.progress.capability import Capability
 from naiad.progress.timestamp import less_equal
 
@@ -239,14 +240,16 @@ def arrange(collection: Collection, name: str = "arrange", whole: bool = False) 
     return Arranged(collection.stream.derive(node), spine)
 
 
-class _ImportVertex(Vertex):
-    """Replays a spine of another dataflow: its current batches first, then new ones."""
+class _ImportVertex(ImportVertex):
+    """Replays a spine of another dataflow: its current batches first, then new ones, until
+    the source ends or ``close`` stops it."""
 
     def __init__(self, spine: Spine, handle: TraceHandle) -> None:
         self.spine = spine
         self.handle = handle
         self.cap: Capability | None = None
         self.queue: list[Batch] = []
+        self.closed = False
 
     def on_start(self, cap: Capability) -> None:
         self.cap = cap.retain()
@@ -255,6 +258,12 @@ class _ImportVertex(Vertex):
         self.spine.listeners.append(self._arrived)
         self._drain()
         self.handle.close()  # the readers built on the import hold their own handles now
+
+    def close(self) -> None:
+        """Stops following the source, releasing the capability that keeps the importing
+        dataflow from completing (the batches sent so far stand)."""
+        self.closed = True
+        self._drain()
 
     def _arrived(self, batch: Batch) -> None:
         self.queue.append(batch)
@@ -271,7 +280,7 @@ class _ImportVertex(Vertex):
                 at.drop()  # an owned capability: held on, it would stop the frontier here
         self.queue = []
         upper = self.spine.upper
-        if not len(upper):
+        if not len(upper) or self.closed:
             cap.drop()
             self.spine.listeners.remove(self._arrived)
         elif int(upper[0, 0]) > cap.time:
@@ -281,7 +290,8 @@ class _ImportVertex(Vertex):
 
 def import_trace(handle: TraceHandle, scope: Any, name: str = "import") -> Arranged:
     """The arrangement behind ``handle`` as an arrangement of ``scope``'s dataflow (same workers,
-    root scope, integer epochs): the present contents first, then every batch sealed later."""
+    root scope, integer epochs): the present contents first, then every batch sealed later,
+    until the source dataflow ends or the importing one's ``close_inputs()`` stops it."""
     spine = handle.spine
     if scope.depth != 0 or spine.depth != 0:
         raise ValueError(

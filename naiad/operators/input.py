@@ -41,6 +41,16 @@ class InputVertex(Vertex):
             self.cap = cap.retain()
 
 
+class ImportVertex(Vertex):
+    """An input fed by another dataflow (such as an import of a shared arrangement): it
+    follows its source until the source ends, or until ``close`` (``Dataflow.close_inputs``)
+    stops it, so that its own dataflow can complete first."""
+
+    def close(self) -> None:
+        """Stops following the source: what was sent stands, nothing later is sent."""
+        raise NotImplementedError
+
+
 class InputHandle:
     """Feeds one worker's share of an input, epoch by epoch.
 

@@ -23,7 +23,7 @@ from naiad.actors.vertex import VertexShard
 from naiad.actors.worker import Worker, WorkerGroup
 from naiad.dataflow.channels import Exchange, ExchangePusher, LocalPusher, Pipeline
 from naiad.dataflow.scope import BuildError, DataflowBuild
-from naiad.operators.input import InputHandle, InputVertex
+from naiad.operators.input import ImportVertex, InputHandle, InputVertex
 from naiad.operators.probe import ProbeHandle
 from naiad.progress.change_batch import ChangeBatch
 from naiad.progress.progress_actor import Changes, ProgressActor
@@ -163,11 +163,13 @@ class Instance:
         self.process.instance_complete(self)
         return True
 
-    def close_inputs(self) -> None:
+    def close_inputs(self, imports: bool = True) -> None:
         for row in self.shards:
             for shard in row:
                 if isinstance(shard.logic, InputVertex):
                     shard.logic.handle.close()
+                elif imports and isinstance(shard.logic, ImportVertex):
+                    shard.logic.close()
 
     def fail(self, exc: BaseException) -> None:
         if not self.complete.done():

@@ -59,10 +59,12 @@ class Dataflow:
         for instance in self.instances:
             await asyncio.shield(instance.complete)
 
-    def close_inputs(self) -> None:
-        """Closes every input handle of every local worker that is still open."""
+    def close_inputs(self, imports: bool = True) -> None:
+        """Closes every input handle of every local worker that is still open, and (with
+        ``imports``) stops every import of another dataflow's arrangement at what it has sent
+        so far: the dataflow can then complete while its sources keep running."""
         for instance in self.instances:
-            instance.close_inputs()
+            instance.close_inputs(imports)
 
 
 CLOSED = "this runtime has stopped (its 'async with' block ended): a runtime runs once"
@@ -161,7 +163,8 @@ class Runtime:
         try:
             if exc_type is None:
                 for dataflow in list(self.dataflows.values()):
-                    dataflow.close_inputs()
+                    # imports follow their sources to the end: those close here too
+                    dataflow.close_inputs(imports=False)
                 await self.wait_idle()
         finally:
             await self.stop(graceful=exc_type is None and self._failure is None)

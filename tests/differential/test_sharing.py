@@ -264,3 +264,82 @@ async def test_importing_another_workers_trace_is_refused_where_it_is_imported()
             handle.close()
     got = sorted(c for part in df2.results for c in part)
     assert got == [((1, 10), 0, 1), ((2, 20), 0, 1), ((3, 33), 0, 1)]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+async def test_an_importing_dataflow_completes_before_its_source(workers: int) -> None:
+    """Regression: the import held a capability until its source dataflow ended, so the
+    importing dataflow could not complete first. ``close_inputs`` now stops its imports at
+    what they have sent; the source keeps running, and later imports still follow it."""
+    async with naiad.Runtime(workers=workers) as rt:
+
+        def first(scope: Any) -> Any:
+            session, collection = Collection.new_input(scope)
+            arranged = collection.arrange_by_key()
+            return session, arranged.trace, arranged.stream.probe()
+
+        def importer(scope: Any) -> Any:
+            session, collection = Collection.new_input(scope)
+            imported = import_trace(df1.results[scope.index][1], scope)
+            return session, collection.join(imported).changes(), imported.count().changes()
+
+        df1 = rt.dataflow(first)
+        sources = [r[0] for r in df1.results]
+        sources[0].insert((1, "a"))
+        for s in sources:
+            s.advance_to(1)
+        await df1.results[0][2].wait(0)
+        early = rt.dataflow(importer)
+        closed_at_once = rt.dataflow(importer)  # closed before anything else happens
+        closed_at_once.close_inputs()
+        late = rt.dataflow(importer)
+        for _, handle, _ in df1.results:
+            handle.close()
+        early.results[0][0].insert((1, "x"))
+        early.close_inputs()
+        await asyncio.wait_for(early.finished(), 10)
+        await asyncio.wait_for(closed_at_once.finished(), 10)
+        sources[0].insert((1, "b"))  # the source goes on; the late import still follows it
+        for s in sources:
+            s.advance_to(2)
+        late.results[0][0].insert((1, "y"))
+        for s in sources:
+            s.close()
+        for session, *_ in late.results:
+            session.close()
+        await asyncio.wait_for(late.finished(), 10)
+        await df1.finished()
+
+    def outputs(df: Any, i: int) -> list[Any]:
+        return sorted(c for r in df.results for c in r[i])
+
+    assert outputs(early, 1) == [((1, "x", "a"), 0, 1)]
+    assert outputs(early, 2) == outputs(closed_at_once, 2) == [((1, "a", 1), 0, 1)]
+    assert outputs(late, 1) == [((1, "y", "a"), 0, 1), ((1, "y", "b"), 1, 1)]
+    assert outputs(late, 2) == [((1, "a", 1), 0, 1), ((1, "b", 1), 1, 1)]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+async def test_imports_follow_their_sources_to_the_end_when_the_runtime_exits(
+    workers: int,
+) -> None:
+    """Leaving ``async with`` closes every input and waits: an import must not be stopped
+    there, before its source has sealed what its closing inputs flushed."""
+    async with naiad.Runtime(workers=workers) as rt:
+
+        def first(scope: Any) -> Any:
+            session, collection = Collection.new_input(scope)
+            return session, collection.arrange_by_key().trace
+
+        df1 = rt.dataflow(first)
+
+        def second(scope: Any) -> Any:
+            return import_trace(df1.results[scope.index][1], scope).as_collection().changes()
+
+        df2 = rt.dataflow(second)
+        for _, handle in df1.results:
+            handle.close()
+        df1.results[0][0].insert((1, "a"))
+        df1.results[0][0].advance_to(1)
+        df1.results[0][0].insert((2, "b"))  # staged: flushed when the runtime closes the input
+    assert sorted(c for part in df2.results for c in part) == [((1, "a"), 0, 1), ((2, "b"), 1, 1)]
