@@ -303,7 +303,7 @@ def import_trace(handle: TraceHandle, scope: Any, name: str = "import") -> Arran
         raise ValueError(
             f"{name}: worker {scope.index} imports the trace of {spine.name!r} on worker "
             f"{spine.worker}; each worker imports its own worker's handle (the one its "
-            "build of the source dataflow returned)"
+            "build of the source dataflow returned: source.result(scope.index))"
         )
     reader = TraceHandle(spine, logical=handle.logical)
     node = scope.add_operator(name, _ImportVertex(spine, reader), [])

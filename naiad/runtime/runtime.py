@@ -41,13 +41,33 @@ class Dataflow:
     """One dataflow, running on every local worker: what ``build`` returned, and completion."""
 
     def __init__(
-        self, ident: int, name: str, results: list[Any], instances: list[Instance]
+        self,
+        ident: int,
+        name: str,
+        results: list[Any],
+        instances: list[Instance],
+        workers: list[int] | None = None,
     ) -> None:
         self.id = ident
         self.name = name
         self.results = results
         """What the build function returned, per local worker (in global worker order)."""
         self.instances = instances
+        self.workers = list(range(len(results))) if workers is None else workers
+        """The global index of each local worker, as ``results`` lists them."""
+
+    def result(self, worker: int) -> Any:
+        """What the build function returned on global worker ``worker``, one of this
+        process's. ``results`` lists only this process's workers, so in a cluster
+        ``results[scope.index]`` is another worker's (or none) outside process 0: share an
+        arrangement with ``import_trace(source.result(scope.index).trace, scope)``."""
+        first = self.workers[0] if self.workers else 0  # a process's workers are consecutive
+        if not first <= worker < first + len(self.results):
+            raise LookupError(
+                f"dataflow {self.name!r}: worker {worker} is not one of this process's "
+                f"(workers {first}..{first + len(self.results) - 1})"
+            )
+        return self.results[worker - first]
 
     @property
     def done(self) -> bool:
@@ -303,11 +323,13 @@ class Runtime:
         ident = next(self._ids)
         per_process: list[list[DataflowBuild]] = []
         results: list[Any] = []
+        indices: list[int] = []
         for process in self.processes:
             builds = []
             for worker in process.workers:
                 spec = DataflowBuild(ident, name, worker.index, self.peers)
                 results.append(build(Scope(spec, name=name)))
+                indices.append(worker.index)
                 spec.check_complete()
                 builds.append(spec)
             per_process.append(builds)
@@ -317,7 +339,7 @@ class Runtime:
         for process, builds in zip(self.processes, per_process, strict=True):
             process.announce(ident, name, builds[0])
             instances.append(process.instantiate(ident, name, builds, reachability))
-        dataflow = Dataflow(ident, name, results, instances)
+        dataflow = Dataflow(ident, name, results, instances, indices)
         if not dataflow.done:
             self.dataflows[ident] = dataflow
         return dataflow

@@ -28,12 +28,17 @@ except Exception as exc:
 
 
 def naiad_run(
-    tmp: Path, body: str, env: dict[str, str] | None = None, tail: str = "", processes: int = 2
+    tmp: Path,
+    body: str,
+    env: dict[str, str] | None = None,
+    tail: str = "",
+    processes: int = 2,
+    workers: int = 1,
 ) -> subprocess.CompletedProcess[str]:
     """Runs the script ``body`` (then ``tail``) on local processes with ``naiad run``."""
     script = tmp / "script.py"
     script.write_text(textwrap.dedent(body) + tail)
-    command = [*CLI, str(script), "-n", str(processes)]
+    command = [*CLI, str(script), "-n", str(processes), "-w", str(workers)]
     return subprocess.run(
         command, capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})}
     )
