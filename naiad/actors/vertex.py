@@ -23,7 +23,7 @@ from naiad.actors.supervision import annotate
 from naiad.progress.antichain import MutableAntichain, le
 from naiad.progress.capability import Capability, CapabilityError
 from naiad.progress.change_batch import ChangeBatch
-from naiad.progress.timestamp import as_time_like
+from naiad.progress.timestamp import as_time_like, same_shape
 
 if TYPE_CHECKING:
     from naiad.actors.worker import Worker
@@ -153,7 +153,9 @@ class OutputPort:
                     f"operator {shard.name!r}: sending at time {at!r} outside a callback "
                     f"needs a capability; pass one retained from a callback"
                 )
-            time = as_time_like(at, current.time, f"operator {shard.name!r}: a time to send at")
+            time = at
+            if not same_shape(at, current.time):
+                time = as_time_like(at, current.time, f"operator {shard.name!r}: a time to send at")
             if time != current.time and not le(current.time, time):
                 raise CapabilityError(
                     f"operator {shard.name!r}: cannot send at time {time!r} while handling "

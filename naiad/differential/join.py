@@ -147,7 +147,7 @@ class JoinVertex(Vertex):
         for side in (0, 1):
             frontier = self.frontier(1 - side).frontier
             if frontier:
-                self.handles[side].set_logical_compaction(frontier)
+                self.handles[side].follow_frontier(frontier)
             else:
                 self.handles[side].close()
 

@@ -332,8 +332,8 @@ class ReduceVertex(Vertex):
         # for such a time t, join(t, advanced s) = join(t, s) (advanced s <= join(t, s) because
         # s is), so compacting the traces to the frontier changes no interesting time either.
         if len(frontier):
-            self.handle.set_logical_compaction(self.frontier(0).frontier)
-            self.own.set_logical_compaction(self.frontier(0).frontier)
+            self.handle.follow_frontier(self.frontier(0).frontier)
+            self.own.follow_frontier(self.frontier(0).frontier)
         if not np.array_equal(frontier, output.upper):
             if emitted and not output.listeners:
                 output.upper = frontier  # the batches sent stand for the move; nobody else to tell

@@ -523,6 +523,14 @@ class TraceHandle:
                 )
             self.logical = rows  # a new array only for a new frontier: Spine.since caches
 
+    def follow_frontier(self, frontier: Iterable[Any]) -> None:
+        """:meth:`set_logical_compaction` for an operator's own handle, which follows its
+        input frontier: that only advances, so the check is skipped (on tiny frontiers it
+        cost more than the rest of the call, once per frontier change of every reader)."""
+        rows = lattice.frontier_rows(frontier, self.spine.depth)
+        if self.logical is None or not np.array_equal(rows, self.logical):
+            self.logical = rows
+
     def set_physical_compaction(self, seq: int | None) -> None:
         """The reader has read the batches numbered up to ``seq`` (``None``: it holds no
         batches apart). It only moves forward: batches up to the current number may have

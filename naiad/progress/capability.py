@@ -21,7 +21,7 @@ from typing import Any
 
 from naiad.progress.antichain import le
 from naiad.progress.change_batch import ChangeBatch
-from naiad.progress.timestamp import as_time_like
+from naiad.progress.timestamp import as_time_like, same_shape
 
 
 class CapabilityError(RuntimeError):
@@ -91,6 +91,8 @@ class Capability:
     def _shaped(self, time: Any) -> Any:
         """``time`` as a time of this capability's shape (a ``TypeError`` if it is not one:
         an int inside a loop failed deep in the partial order instead)."""
+        if same_shape(time, self.time):  # the message is formatted only when needed
+            return time
         return as_time_like(time, self.time, f"operator {self._owner.name!r}: a time")
 
     def _check_time(self, time: Any) -> Any:

@@ -190,15 +190,16 @@ def as_time_like(value: Any, reference: Timestamp, what: str = "a time") -> Time
     ...
     TypeError: a time must have the shape of Product(outer=0, inner=0), not Lex(outer=0, inner=1)
     """
-    if _same_shape(value, reference):
+    if same_shape(value, reference):
         return value
     time = as_time(value, depth(reference), what)
-    if not _same_shape(time, reference):
+    if not same_shape(time, reference):
         raise TypeError(f"{what} must have the shape of {minimum_like(reference)!r}, not {value!r}")
     return time
 
 
-def _same_shape(value: Any, reference: Timestamp) -> bool:
+def same_shape(value: Any, reference: Timestamp) -> bool:
+    """Whether ``value`` is a time of ``reference``'s classes at every level, plain ints."""
     while value.__class__ is reference.__class__:
         if value.__class__ is int:
             return True
