@@ -99,10 +99,6 @@ class WordCountParts:
 
     handle: naiad.InputHandle
     probe: naiad.ProbeHandle
-    index: int
-    """The worker's index among all workers of the cluster."""
-    peers: int
-    """The number of workers of the cluster (of every process)."""
     changes: dict[int, dict[str, int]] = field(default_factory=dict)
     """Epoch -> {word: new total} for the words that changed (filled on worker 0)."""
 
@@ -112,7 +108,7 @@ def build(scope: naiad.Scope, report: Report | None = None) -> WordCountParts:
     handle, lines = scope.new_input()
     changed = lines.flat_map(tokenize).unary(WordCount(), exchange=word_key)
     gathered = changed.exchange(lambda _: 0)  # every change on worker 0, for one report
-    parts = WordCountParts(handle, gathered.probe(), scope.index, scope.peers)
+    parts = WordCountParts(handle, gathered.probe())
 
     def on_epoch(epoch: int, records: list[tuple[str, int]]) -> None:
         if scope.index != 0:
@@ -136,8 +132,9 @@ async def run_wordcount(
         probe = parts[0].probe  # every worker's probe sees the same (global) frontier
         for epoch, paragraph in enumerate(paragraphs):
             lines = paragraph.splitlines()
-            for p in parts:  # round-robin over all workers (every process runs this loop)
-                p.handle.send(lines[p.index :: p.peers])
+            # round-robin over all workers (every process runs this loop for its own)
+            for worker, p in zip(dataflow.workers, parts, strict=True):
+                p.handle.send(lines[worker :: rt.peers])
             for p in parts:
                 p.handle.advance_to(epoch + 1)
             # Pace the input: wait until no record of this epoch can still reach the output.

@@ -512,24 +512,25 @@ class TraceHandle:
         ValueError: trace '': cannot move the logical compaction frontier back from [3] to [2]: ...
         """
         rows = lattice.frontier_rows(frontier, self.spine.depth)
-        if self.logical is None or not np.array_equal(rows, self.logical):
-            lex = self.spine.lex
-            if self.logical is not None and not lattice.beyond(rows, self.logical, lex).all():
-                was, now = ([lattice.time_of(r, lex) for r in f] for f in (self.logical, rows))
-                raise ValueError(
-                    f"trace {self.spine.name!r}: cannot move the logical compaction frontier "
-                    f"back from {was} to {now}: the trace may be compacted up to {was} already; "
-                    f"each time of a new frontier must be at or after one of {was}"
-                )
-            self.logical = rows  # a new array only for a new frontier: Spine.since caches
+        lex, was = self.spine.lex, self.logical
+        if was is not None and not lattice.beyond(rows, was, lex).all():
+            old, now = ([lattice.time_of(r, lex) for r in f] for f in (was, rows))
+            raise ValueError(
+                f"trace {self.spine.name!r}: cannot move the logical compaction frontier "
+                f"back from {old} to {now}: the trace may be compacted up to {old} already; "
+                f"each time of a new frontier must be at or after one of {old}"
+            )
+        self._advance(rows)
 
     def follow_frontier(self, frontier: Iterable[Any]) -> None:
         """:meth:`set_logical_compaction` for an operator's own handle, which follows its
         input frontier: that only advances, so the check is skipped (on tiny frontiers it
         cost more than the rest of the call, once per frontier change of every reader)."""
-        rows = lattice.frontier_rows(frontier, self.spine.depth)
+        self._advance(lattice.frontier_rows(frontier, self.spine.depth))
+
+    def _advance(self, rows: np.ndarray) -> None:
         if self.logical is None or not np.array_equal(rows, self.logical):
-            self.logical = rows
+            self.logical = rows  # a new array only for a new frontier: Spine.since caches
 
     def set_physical_compaction(self, seq: int | None) -> None:
         """The reader has read the batches numbered up to ``seq`` (``None``: it holds no
