@@ -11,8 +11,10 @@ they are emitted on output 0, and their neighbours are sent on output 1, around 
 edge, to the next iteration. So every worker gets at most one notification per iteration,
 and one iteration is exactly one BFS level. When no node is new the loop drains and stops.
 
-Run it with ``python examples/bfs_levels.py [--workers N] [--nodes N] [--edges M]`` or ``naiad
-run examples/bfs_levels.py -w N`` (one process: the script gathers every worker's output).
+The settled nodes and every worker's notified iterations (a third output) are gathered on
+worker 0 for printing, so the script runs the same on one process or on a cluster: ``python
+examples/bfs_levels.py [--workers N] [--nodes N] [--edges M]``, or ``naiad run
+examples/bfs_levels.py -w W -n P`` (process 0 reports).
 """
 
 from __future__ import annotations
@@ -70,7 +72,6 @@ class BFSLevels(naiad.Vertex):
         self.adjacency = adjacency  # only this worker's nodes
         self.visited: set[int] = set()
         self.reached: dict[Any, set[int]] = {}  # iteration time -> nodes reached then
-        self.notified: list[int] = []  # iterations this worker was notified at
 
     def on_recv(self, port: int, cap: naiad.Capability, batch: Any) -> None:
         reached = self.reached.get(cap.time)
@@ -81,7 +82,7 @@ class BFSLevels(naiad.Vertex):
 
     def on_notify(self, cap: naiad.Capability) -> None:
         level = cap.time.inner
-        self.notified.append(level)
+        self.send(cap, [(self.index, level)], port=2)  # for the report: who was notified when
         # Nodes settled at an earlier level on this worker may have arrived again since.
         fresh = sorted(self.reached.pop(cap.time) - self.visited)
         self.visited.update(fresh)
@@ -89,8 +90,15 @@ class BFSLevels(naiad.Vertex):
         self.send(cap, [m for node in fresh for m in self.adjacency.get(node, ())], port=1)
 
 
-def build(scope: naiad.Scope, edges: list[Edge], root: int) -> tuple[list[Any], BFSLevels]:
-    """The BFS dataflow on one worker: its collected ``(epoch, (node, level))`` and vertex."""
+def to_first(record: Any) -> int:
+    """Routes every record to worker 0, which gathers the outputs for the report."""
+    return 0
+
+
+def build(scope: naiad.Scope, edges: list[Edge], root: int) -> tuple[list[Any], list[Any], int]:
+    """The BFS dataflow on one worker: the collected ``(epoch, (node, level))`` and
+    ``(epoch, (worker, notified iteration))`` of every worker (on worker 0, empty elsewhere),
+    and the number of workers."""
     adjacency: dict[int, list[int]] = defaultdict(list)
     for u, v in edges:
         for a, b in ((u, v), (v, u)):
@@ -101,44 +109,53 @@ def build(scope: naiad.Scope, edges: list[Edge], root: int) -> tuple[list[Any], 
     with scope.iterative() as loop:
         handle, cycle = loop.feedback()
         frontier = roots.enter(loop).concat(cycle)
-        settled, neighbours = frontier.unary(vertex, exchange=node_key, outputs=2)
+        settled, neighbours, notes = frontier.unary(vertex, exchange=node_key, outputs=3)
         neighbours.connect_loop(handle)
-    return settled.leave().collect(), vertex
+    gathered = [s.leave().exchange(to_first).collect() for s in (settled, notes)]
+    return gathered[0], gathered[1], scope.peers
 
 
 def bfs_levels(
     edges: list[Edge], root: int = 0, workers: int = 1
 ) -> tuple[dict[int, int], list[list[int]]]:
-    """Runs the dataflow; returns (node -> level, each worker's notified iterations)."""
+    """Runs the dataflow; returns (node -> level, each worker's notified iterations in the
+    order of its notifications): complete in the process of worker 0, empty in the other
+    processes of a cluster."""
     results = naiad.run(lambda scope: build(scope, edges, root), workers=workers)
+    settled, notes, peers = results[0]
     levels: dict[int, int] = {}
-    for collected, _ in results:
-        for _, (node, level) in collected:
-            assert node not in levels, f"node {node} settled twice"
-            levels[node] = level
-    return levels, [vertex.notified for _, vertex in results]
+    notified: list[list[int]] = [[] for _ in range(peers)] if settled else []
+    for _, (node, level) in settled:
+        assert node not in levels, f"node {node} settled twice"
+        levels[node] = level
+    for _, (worker, level) in notes:
+        notified[worker].append(level)
+    return levels, notified
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", type=int, help="workers (default: naiad run's -w, else 2)")
+    parser.add_argument(
+        "--workers", type=int, help="workers per process (default: naiad run's -w, else 2)"
+    )
     parser.add_argument("--nodes", type=int, default=30, help="number of nodes (default 30)")
     parser.add_argument("--edges", type=int, default=36, help="number of edges (default 36)")
     parser.add_argument("--seed", type=int, default=10, help="random seed for the graph")
     parser.add_argument("--root", type=int, default=0, help="the BFS root (default 0)")
     args = parser.parse_args(argv)
-    member = member_from_env()  # set when `naiad run` launched this process
-    if member is not None and member.processes > 1:
-        parser.error("this example gathers its results in one process: run it with -n 1")
     workers = script_workers(args.workers)
+    member = member_from_env()  # set when `naiad run` launched this process
     try:
         edges = random_graph(args.nodes, args.edges, args.seed)
     except ValueError as exc:
         parser.error(str(exc))
     levels, notified = bfs_levels(edges, args.root, workers)
+    if member is not None and member.process != 0:
+        return  # the process of worker 0 reports
+    processes = f" x {member.processes} processes" if member else ""
     print(
         f"BFS from node {args.root} on a random graph: {args.nodes} nodes, {len(edges)} edges,"
-        f" {workers} workers\n"
+        f" {workers} workers{processes}\n"
     )
     by_level: dict[int, list[int]] = defaultdict(list)
     for node, level in levels.items():

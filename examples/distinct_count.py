@@ -11,8 +11,9 @@ The script runs the vertex over a few epochs of seeded random words and prints b
 per epoch; then it holds an epoch open to show the latency difference: output 0 already
 carries the distinct records while output 1 must wait for the epoch to close.
 
-Run it with ``python examples/distinct_count.py [--workers N]`` or ``naiad run
-examples/distinct_count.py -w N`` (one process: the script gathers every worker's output).
+Both outputs are gathered on worker 0 for printing, so the script runs the same on one
+process or on a cluster: ``python examples/distinct_count.py [--workers N]``, or ``naiad run
+examples/distinct_count.py -w W -n P`` (process 0 reports).
 """
 
 from __future__ import annotations
@@ -63,17 +64,24 @@ class DistinctCount(naiad.Vertex):
         self.send(cap, list(self.counts.pop(cap.time).items()), port=1)
 
 
+def to_first(record: Any) -> int:
+    """Routes every record to worker 0, which gathers the outputs for the report."""
+    return 0
+
+
 def build(scope: naiad.Scope, epochs: list[list[Any]]) -> tuple[list[Any], list[Any]]:
-    """DistinctCount over ``epochs``; returns this worker's (output 0, output 1) collections."""
+    """DistinctCount over ``epochs``; returns this worker's (output 0, output 1) collections:
+    everything on worker 0, nothing elsewhere."""
     records = scope.from_epochs(epochs)
     distinct, counts = records.unary(DistinctCount(), exchange=record_key, outputs=2)
-    return distinct.collect(), counts.collect()
+    return distinct.exchange(to_first).collect(), counts.exchange(to_first).collect()
 
 
 def distinct_count(
     epochs: list[list[Any]], workers: int = 1
 ) -> tuple[dict[int, list[Any]], dict[int, dict[Any, int]]]:
-    """Runs the dataflow; returns (epoch -> distinct records as emitted, epoch -> counts)."""
+    """Runs the dataflow; returns (epoch -> distinct records as emitted, epoch -> counts): all
+    of them in the process of worker 0, empty in the other processes of a cluster."""
     results = naiad.run(lambda scope: build(scope, epochs), workers=workers)
     distinct: dict[int, list[Any]] = {t: [] for t in range(len(epochs))}
     counts: dict[int, dict[Any, int]] = {t: {} for t in range(len(epochs))}
@@ -88,7 +96,9 @@ def distinct_count(
 async def open_epoch_demo(batch: list[Any], workers: int = 1) -> tuple[list[Any], list[Any]]:
     """Sends ``batch`` at epoch 0 without closing it; returns what outputs 0 and 1 hold then.
 
-    Output 0 fills while the epoch is still open; output 1 stays empty until it closes.
+    Output 0 fills while the epoch is still open; output 1 stays empty until it closes. In a
+    cluster the process of worker 0 sends and watches (both outputs are gathered there); the
+    others return two empty lists.
     """
     seen0: list[Any] = []
     seen1: list[Any] = []
@@ -103,13 +113,15 @@ async def open_epoch_demo(batch: list[Any], workers: int = 1) -> tuple[list[Any]
     def build_open(scope: naiad.Scope) -> naiad.InputHandle:
         handle, records = scope.new_input()
         distinct, counts = records.unary(DistinctCount(), exchange=record_key, outputs=2)
-        distinct.inspect(saw_distinct)
-        counts.inspect(seen1.append)
+        distinct.exchange(to_first).inspect(saw_distinct)
+        counts.exchange(to_first).inspect(seen1.append)
         return handle
 
     async with naiad.Runtime(workers=workers) as rt:
-        handles = rt.dataflow(build_open, name="open-epoch").results
-        handles[0].send(batch)  # epoch 0 stays open: no advance_to, no close
+        dataflow = rt.dataflow(build_open, name="open-epoch")
+        if 0 not in dataflow.workers:
+            return [], []  # leaving closes this process's inputs; worker 0's process reports
+        dataflow.result(0).send(batch)  # epoch 0 stays open: no advance_to, no close
         await asyncio.wait_for(arrived.wait(), timeout=10)
         snapshot = (list(seen0), list(seen1))
     return snapshot
@@ -117,28 +129,32 @@ async def open_epoch_demo(batch: list[Any], workers: int = 1) -> tuple[list[Any]
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", type=int, help="workers (default: naiad run's -w, else 2)")
+    parser.add_argument(
+        "--workers", type=int, help="workers per process (default: naiad run's -w, else 2)"
+    )
     parser.add_argument("--epochs", type=int, default=4, help="number of epochs (default 4)")
     parser.add_argument("--seed", type=int, default=4, help="random seed for the input words")
     args = parser.parse_args(argv)
     if args.epochs < 1:  # the open-epoch demo sends the first epoch's words
         parser.error(f"--epochs must be at least 1, not {args.epochs}")
-    member = member_from_env()  # set when `naiad run` launched this process
-    if member is not None and member.processes > 1:
-        parser.error("this example gathers its results in one process: run it with -n 1")
     workers = script_workers(args.workers)
+    member = member_from_env()  # set when `naiad run` launched this process
+    first = member is None or member.process == 0  # the process of worker 0 reports
 
     epochs = sample_epochs(args.epochs, seed=args.seed)
     distinct, counts = distinct_count(epochs, workers)
-    print(f"DistinctCount (Figure 4) on {workers} workers, {len(epochs)} epochs\n")
-    for t, batch in enumerate(epochs):
-        print(f"epoch {t} input   : {' '.join(batch)}")
+    batch = epochs[0]
+    out0, out1 = asyncio.run(open_epoch_demo(batch, workers))  # every process takes part
+    if not first:
+        return
+    processes = f" x {member.processes} processes" if member else ""
+    print(f"DistinctCount (Figure 4) on {workers} workers{processes}, {len(epochs)} epochs\n")
+    for t, words in enumerate(epochs):
+        print(f"epoch {t} input   : {' '.join(words)}")
         print(f"  output 0 (distinct, from on_recv) : {', '.join(sorted(distinct[t]))}")
         pairs = ", ".join(f"{w}={n}" for w, n in sorted(counts[t].items()))
         print(f"  output 1 (counts, from on_notify) : {pairs}")
 
-    batch = epochs[0]
-    out0, out1 = asyncio.run(open_epoch_demo(batch, workers))
     print("\nholding epoch 0 open after sending:", " ".join(batch))
     print(f"  output 0 already has : {', '.join(sorted(out0))}")
     print(f"  output 1 has         : {out1 or 'nothing yet (the epoch is not complete)'}")
