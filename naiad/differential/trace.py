@@ -569,12 +569,15 @@ class Cursor:
 
     def __init__(self, spine: Spine, batches: Sequence[Batch]) -> None:
         self.spine = spine
+        # the encoding of the rows read here: the spine may switch a column to codes later
+        # (replacing its batches), and this cursor's rows must still be read as they were
+        self._encoded = tuple(spine.encoded)
         keys, vals, times, diffs = concat_parts(
             [b.take(slice(None)) for b in batches], spine.width, spine.depth
         )
         cols, self._times, self._diffs = consolidated([keys, *vals], times, diffs)
         self._keys, self._vals = cols[0], tuple(cols[1:])
-        self._decoded_keys = spine.decode(0, self._keys)
+        self._decoded_keys = self._decode(0, self._keys)
         self._starts = group_starts(self._keys)
         self._pos = 0
 
@@ -607,7 +610,10 @@ class Cursor:
         ...
         TypeError: cursor on trace '': cannot seek the key '4' (a str): the keys are int64 numbers
         """
-        if self.spine.encoded[0]:
+        if not len(self._starts):  # no keys (perhaps none of a known type yet): not found
+            self._pos = 0
+            return False
+        if self._encoded[0]:
             try:
                 code = INTERNER.codes.get(key)
             except TypeError:  # unhashable
@@ -618,10 +624,13 @@ class Cursor:
             hits = np.flatnonzero(self._keys[self._starts] == code)
             self._pos = int(hits[0]) if len(hits) else len(self._starts)
             return bool(len(hits))
-        if not isinstance(key, REAL_NUMBERS) and self.spine.encoded[0] is not None:
+        if not isinstance(key, REAL_NUMBERS):
             raise self._bad_key(key, f"{self._keys.dtype} numbers")
         self._pos = int(np.searchsorted(self._keys[self._starts], key))
         return self.valid() and bool(self._keys[self._starts[self._pos]] == key)
+
+    def _decode(self, i: int, col: np.ndarray) -> np.ndarray:
+        return INTERNER.decode(col) if self._encoded[i] else col
 
     def _bad_key(self, key: Any, kind: str) -> TypeError:
         return TypeError(
@@ -634,7 +643,7 @@ class Cursor:
         lo = self._starts[self._pos]
         hi = self._starts[self._pos + 1] if self._pos + 1 < len(self._starts) else len(self._keys)
         out: list[tuple[Any, list[tuple[Any, int]]]] = []
-        vals = [self.spine.decode(i + 1, v[lo:hi]).tolist() for i, v in enumerate(self._vals)]
+        vals = [self._decode(i + 1, v[lo:hi]).tolist() for i, v in enumerate(self._vals)]
         rows = (
             list(zip(*vals, strict=True))
             if len(vals) > 1

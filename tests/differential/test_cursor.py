@@ -51,3 +51,44 @@ async def test_seeking_a_key_that_cannot_compare_with_the_keys_is_named() -> Non
         numbers.close()
         words.close()
         await df.finished()
+
+
+async def test_a_cursor_reads_its_rows_as_they_were_when_it_was_made() -> None:
+    """Regression: a cursor made while the keys and values were numbers read them with the
+    spine's encoding of the moment, so once a later epoch brought strings (the spine
+    switched both columns to interned codes) it decoded its numbers as codes (IndexError, or
+    value 20 read as whatever the 20th interned value is) and compared codes with its
+    numeric keys (seek_key(1) missed key 1). A cursor over an empty trace raised numpy's
+    TypeError when seeking None."""
+    async with naiad.Runtime(1) as rt:
+
+        def build(scope: Any) -> Any:
+            session, collection = Collection.new_input(scope)
+            arranged = collection.arrange_by_key()
+            return session, arranged.trace, arranged.stream.probe()
+
+        df = rt.dataflow(build)
+        session, trace, probe = df.results[0]
+        empty = trace.cursor()
+        for key in (None, (1, 2), "a", 1):  # nothing stored: no key is found, none refused
+            assert empty.seek_key(key) is False and not empty.valid()
+        session.insert((1, 10))
+        session.insert((5, 20))
+        session.advance_to(1)
+        await probe.wait(0)
+        cursor = trace.cursor()
+        session.insert(("k", "text"))
+        session.advance_to(2)
+        await probe.wait(1)
+        assert trace.spine.encoded == [True, True]  # both columns switched to codes
+        assert cursor.seek_key(5) and cursor.values() == [(20, [(0, 1)])]
+        assert cursor.seek_key(1) and cursor.values() == [(10, [(0, 1)])]
+        assert sorted((cursor.key(), cursor.values()) for _ in cursor) == [
+            (1, [(10, [(0, 1)])]),
+            (5, [(20, [(0, 1)])]),
+        ]
+        fresh = trace.cursor()
+        assert fresh.seek_key("k") and fresh.values() == [("text", [(1, 1)])]
+        session.close()
+        trace.close()
+        await df.finished()
