@@ -182,7 +182,9 @@ class Arranged:
     @property
     def trace(self) -> TraceHandle:
         """A handle for reading this arrangement later, or importing it into another dataflow.
-        Holding it keeps history uncompacted: advance it or ``close()`` it when done."""
+        Holding it keeps history uncompacted: advance it or ``close()`` it when done. Taken
+        while the dataflow runs, it holds only what is left: its ``logical`` frontier starts
+        where the trace was compacted to then (take it when building to keep every time)."""
         if self._trace is None:
             self._trace = TraceHandle(self.spine)
         return self._trace

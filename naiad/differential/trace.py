@@ -493,7 +493,10 @@ class TraceHandle:
 
     def __init__(self, spine: Spine, logical: np.ndarray | None = None) -> None:
         self.spine = spine
-        self.logical = logical
+        # by default the spine's compaction frontier of the moment (the minimum time while
+        # nobody has read it): a handle taken late cannot promise the history the spine may
+        # have compacted already, so reads and set_logical_compaction before it are wrong
+        self.logical: np.ndarray | None = spine.since() if logical is None else logical
         self.acknowledged: int | None = None
         spine.handles.add(self)
 

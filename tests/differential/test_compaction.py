@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -167,3 +168,36 @@ def test_a_trace_handle_refuses_to_move_its_compaction_back() -> None:
     assert "frontier back from [6] to [7, 5]" in refused[1]
     assert "point back from batch 3 to batch 1" in refused[2]
     assert accumulated_at(spines, 7) == ref.accumulated(epochs, 7)
+
+
+@settings(max_examples=15, deadline=None)
+@given(ref.histories(RECORDS, epochs=(6, 10), size=(1, 6)), st.sampled_from([1, 2]))
+def test_a_handle_taken_late_starts_where_the_trace_was_compacted(
+    epochs: ref.Epochs, workers: int
+) -> None:
+    """Regression: ``arranged.trace`` taken after epochs ran with nobody holding the trace
+    (so its merges compacted it to their upper) promised every time from the minimum on:
+    accumulating its cursor at an early time gave a later time's contents, silently, and
+    ``set_logical_compaction([0])`` was accepted. It now starts at the trace's compaction
+    frontier, and the collection at every time from there on reads right."""
+    last = len(epochs) - 1
+    seen: list[int] = []
+
+    def on_epoch(e: int, arrangements: list[Any]) -> None:
+        if e < last:
+            return
+        handles = [a.trace for a in arrangements]
+        starts = [0 if h.logical is None else int(h.logical.min()) for h in handles]
+        start = min(starts)
+        seen.append(start)
+        spines = [a.spine for a in arrangements]
+        for t in range(start, e + 1):  # what the handles promise reads as the collection did
+            assert accumulated_at(spines, t) == ref.accumulated(epochs, t), f"time {t}"
+        for h, at in zip(handles, starts, strict=True):
+            if at > 0:
+                with pytest.raises(ValueError, match="frontier back"):
+                    h.set_logical_compaction([0])
+            h.close()
+
+    ref.watchdog(feed(workers, epochs, on_epoch, hold=False))
+    assert len(seen) == 1
