@@ -413,8 +413,9 @@ class Collection:
         return vertex.out
 
     def view(self, gather: bool = True, name: str = "view") -> View:
-        """A materialized view: the collection's contents at any completed time. With
-        ``gather`` every worker's records are sent to worker 0's view."""
+        """A materialized view: the collection's contents at any completed time (``await
+        view.wait(time)``, then ``view.at(time)``). With ``gather`` every worker's records
+        are sent to worker 0's view."""
         view = View(lattice.scope_lex(self.scope))
         pact = Exchange(keys=lambda u: np.zeros(len(u), dtype=np.int64)) if gather else Pipeline()
         self.stream.scope.add_operator(name, _ViewVertex(view), [(self.stream, pact)], outputs=0)
@@ -531,6 +532,13 @@ class View:
         assert self.vertex is not None
         return not self.vertex.frontier(0).less_equal(self._time(time))
 
+    async def wait(self, time: Any = None) -> None:
+        """Returns once ``time`` is complete here (every time, if ``time`` is None), so that
+        :meth:`at` can read it. A probe on the collection is not enough: it may pass a time
+        while changes are still on their way to the view (from another worker, say)."""
+        assert self.vertex is not None
+        await self.vertex.handle.wait(None if time is None else self._time(time))
+
     def _time(self, time: Any) -> Any:
         return as_time(time, len(self.lex), "a view's time")
 
@@ -554,9 +562,14 @@ class _ViewVertex(Vertex):
     def __init__(self, view: View) -> None:
         self.view = view
         view.vertex = self
+        # what View.wait awaits (a failure of the runtime reaches it as a probe's does)
+        self.handle = ProbeHandle(lambda: self.shard.frontiers[0], len(view.lex))
 
     def on_recv(self, port: int, cap: Capability, batch: Updates) -> None:
         self.view.updates.append(batch)
+
+    def on_frontier(self) -> None:
+        self.handle._check_waiters()
 
 
 class InputSession:
