@@ -451,7 +451,9 @@ class ReduceVertex(Vertex):
         for row, c in acc_out.items():
             changes[row] -= c
         out = sorted(r for r, c in changes.items() if c)
-        stored = gathered_out[1]  # none yet while the output spine is empty
+        # the keys' output history (none yet while the output spine is empty); without any,
+        # its columns are int64 placeholders, which would make bools ints (False as 0)
+        stored = gathered_out[1] if len(gathered_out[3]) else ()
         dtypes = [
             np.result_type(a.dtype, stored[i].dtype) if i < len(stored) else a.dtype
             for i, a in enumerate(ovals)
