@@ -46,6 +46,22 @@ class DataflowStopped(RuntimeError):
     """The runtime stopped because another part of the dataflow failed."""
 
 
+def interrupted(exc: BaseException) -> BaseException:
+    """The failure to record when ``exc`` stops the runtime from outside its callbacks: an
+    ``Exception`` as itself; a ``CancelledError`` (a timeout, say), ``KeyboardInterrupt`` or
+    ``SystemExit`` as a :class:`DataflowStopped` caused by it, so that handles awaited later
+    (in other tasks, too) do not raise a bare ``CancelledError`` as if they had been
+    cancelled themselves, and the peers hear what happened."""
+    if isinstance(exc, Exception):
+        return exc
+    error = DataflowStopped(
+        f"the runtime was stopped by {type(exc).__name__} (the task running it was "
+        f"cancelled, or the program interrupted)"
+    )
+    error.__cause__ = exc
+    return error
+
+
 def stopped(what: str, failure: BaseException) -> DataflowStopped:
     """The error for a call that the runtime can no longer serve since ``failure`` stopped
     it: it names the failure and is caused by it (the original traceback follows)."""

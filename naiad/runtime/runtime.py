@@ -25,7 +25,7 @@ import subprocess
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from naiad.actors.supervision import stopped
+from naiad.actors.supervision import DataflowStopped, interrupted, stopped
 from naiad.dataflow.scope import BuildError, DataflowBuild
 from naiad.operators.scope import Scope
 from naiad.runtime import launch, memory
@@ -179,13 +179,20 @@ class Runtime:
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if exc is not None and self._failure is None and self._started:
-            self._fail(exc)  # the peers hear why this process stops, not only that it did
+            self._fail(interrupted(exc))  # the peers hear why this process stops
         try:
             if exc_type is None:
                 for dataflow in list(self.dataflows.values()):
                     # imports follow their sources to the end: those close here too
                     dataflow.close_inputs(imports=False)
                 await self.wait_idle()
+        except BaseException as error:
+            # Cancelled (a timeout) while waiting for the dataflows: they will not finish, so
+            # stop as after an error; a graceful leave would wait for goodbyes that peers
+            # still running them never send.
+            if self._failure is None and self._started:
+                self._fail(interrupted(error))
+            raise
         finally:
             await self.stop(graceful=exc_type is None and self._failure is None)
         if exc_type is None and self._failure is not None:
@@ -266,6 +273,9 @@ class Runtime:
         self._closed = True
         for process in self.processes:
             await process.stop()
+            for instance in list(process.instances.values()):
+                # nothing will complete it now: its handles must not wait forever
+                instance.fail(DataflowStopped(f"dataflow {instance.name!r}: {CLOSED}"))
         if graceful:
             await asyncio.gather(*(p.leave(self.connect_timeout) for p in self.processes))
         else:

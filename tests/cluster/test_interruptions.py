@@ -1,0 +1,38 @@
+"""A member of a cluster of real processes whose runtime is cancelled (a timeout) while it
+waits for its dataflows to finish: it stops at once and the other processes stop too, with
+an error that says why. Each script runs under ``naiad run`` on loopback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.cluster.test_departures import REPORTS, naiad_run
+
+
+def test_a_timeout_while_leaving_the_runtime_stops_every_process(tmp_path: Path) -> None:
+    """Regression: the cancellation was taken for a normal end. Process 0 said goodbye and
+    waited 30 s for process 1's, which was still waiting for the dataflow that process 0 had
+    abandoned: process 1 hung until the launcher killed it."""
+    done = naiad_run(
+        tmp_path,
+        """
+        import asyncio, os, naiad
+        me = int(os.environ["NAIAD_PROCESS"])
+        class Hold(naiad.Vertex):  # process 0 keeps the dataflow from completing
+            def on_start(self, cap):
+                self.cap = cap.retain() if me == 0 else None
+            def on_recv(self, port, cap, batch):
+                pass
+        async def main():
+            async with asyncio.timeout(0.5 if me == 0 else None):
+                async with naiad.Runtime() as rt:
+                    rt.dataflow(lambda s: s.new_input()[1].unary(Hold()).probe())
+        """,
+        tail=REPORTS,
+    )
+    assert done.returncode == 3, done.stderr
+    assert "process 0: TimeoutError" in done.stdout, done.stdout
+    assert (
+        "process 1: PeerFailed: process 0 stopped the cluster: DataflowStopped: the runtime was "
+        "stopped by CancelledError"
+    ) in done.stdout, done.stdout
