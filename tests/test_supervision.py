@@ -3,6 +3,7 @@ user's own line in the traceback and a note naming the operator, the worker and 
 
 from __future__ import annotations
 
+import asyncio
 import traceback
 from typing import Any
 
@@ -146,3 +147,28 @@ def explode_on_negative(x: int) -> int:
     if x < 0:
         raise ValueError("bad record")
     return x
+
+
+@pytest.mark.parametrize("kind", [asyncio.CancelledError, GeneratorExit])
+@pytest.mark.parametrize("config", [{"workers": 2}, {"processes": 2, "transport": "inproc"}])
+def test_a_callback_raising_what_ends_a_coroutine_fails_the_runtime(
+    kind: type[BaseException], config: dict[str, Any]
+) -> None:
+    """Regression: a CancelledError (a cancelled future's ``result()``, say) or GeneratorExit
+    raised by a map function ended the workers' task silently, as if cancelled: the runtime
+    never learnt of it and waited forever for the dataflow."""
+
+    def f(x: int) -> int:
+        if x == 3:
+            raise kind("from the user's function")
+        return x
+
+    async def main() -> None:
+        async with naiad.Runtime(**config) as rt:
+            df = rt.dataflow(lambda s: s.from_epochs([[1, 2, 3, 4]]).map(f, name="Mapper"))
+            await asyncio.wait_for(df.finished(), 10)  # bounds a hang only
+
+    with pytest.raises(RuntimeError, match=f"operator 'Mapper' raised {kind.__name__}") as info:
+        asyncio.run(main())
+    assert isinstance(info.value.__cause__, kind)
+    assert any("operator 'Mapper' on worker" in n for n in info.value.__notes__)

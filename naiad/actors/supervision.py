@@ -8,29 +8,35 @@ worker and the time, so the message says where in the dataflow it happened.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from typing import Any
 
 _NOTED = "_naiad_noted"
+# what a callback may raise but no coroutine can pass on as itself (see annotate)
+_CANNOT_PASS = (StopIteration, asyncio.CancelledError, GeneratorExit)
 
 
 def annotate(
     exc: BaseException, operator: str, worker: int, doing: str, time: Any
 ) -> BaseException:
     """Adds one note naming where in the dataflow ``exc`` was raised (only the innermost);
-    returns the exception to raise: ``exc`` itself, except for a ``StopIteration``, which no
-    coroutine can pass on (Python turns it into "coroutine raised StopIteration", PEP 479):
-    a ``RuntimeError`` that says so, caused by it."""
+    returns the exception to raise: ``exc`` itself, except for one that no coroutine can
+    pass on as itself: a ``StopIteration`` (Python turns it into "coroutine raised
+    StopIteration", PEP 479), a ``CancelledError`` (it would end the workers' task as if
+    cancelled, silently: every wait on the runtime would hang) or a ``GeneratorExit``; for
+    those, a ``RuntimeError`` that says so, caused by it."""
     if not getattr(exc, _NOTED, False):
         with contextlib.suppress(AttributeError):  # an exception with __slots__ is noted anyway
             setattr(exc, _NOTED, True)
         exc.add_note(
             f"naiad: raised in operator {operator!r} on worker {worker} {doing} at time {time!r}"
         )
-    if isinstance(exc, StopIteration):
+    if isinstance(exc, _CANNOT_PASS):
+        kind = type(exc).__name__
         error = RuntimeError(
-            f"operator {operator!r} raised StopIteration{f': {exc}' if str(exc) else ''} "
-            f"(it is this error's __cause__; a StopIteration cannot leave the runtime's "
+            f"operator {operator!r} raised {kind}{f': {exc}' if str(exc) else ''} "
+            f"(it is this error's __cause__; a {kind} cannot leave the runtime's "
             f"coroutines as itself)"
         )
         error.__cause__ = exc
