@@ -266,6 +266,8 @@ class Runtime:
             listen_sock=listen,
             connect_timeout=self.connect_timeout,
             max_payload=launch.max_payload(),
+            # the launcher bound every process's socket before starting any of them
+            peers_listening=member is None or member.listen_fd is not None,
         )
         return [(index, transport)]
 

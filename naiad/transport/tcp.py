@@ -5,7 +5,9 @@ Connections
     launcher hands over; the transport then owns it), connects to every process ``j < i`` and
     accepts a connection from every process ``j > i``: one connection per pair, so FIFO order
     per pair is TCP's own order. A connector retries refused connections with backoff until
-    ``connect_timeout``; ``start`` fails with an error naming the peer that never answered (or,
+    ``connect_timeout`` (except with ``peers_listening``: a local launcher bound every
+    process's socket before starting any, so a refusal means that the peer has exited, and
+    ``start`` fails at once); ``start`` fails with an error naming the peer that never answered (or,
     on the accepting side, every peer that never connected) and its address. The listening
     socket stays open after ``start`` (it keeps rejecting strangers); nothing joins a running
     cluster.
@@ -608,7 +610,8 @@ class TcpTransport(Transport):
     accepted; ``drain()`` waits while more than ``send_buffer_limit`` bytes are unsent to a
     peer. ``rejection_limiter`` rate-limits the warnings about rejected connections (by
     default ``REJECTION_WARNINGS`` per ``REJECTION_WINDOW`` seconds; give each transport its
-    own).
+    own). ``peers_listening``: every peer's socket was listening before this process started
+    (a local launch), so a refused connection is final.
     """
 
     def __init__(
@@ -625,6 +628,7 @@ class TcpTransport(Transport):
         handshake_timeout: float = 5.0,
         close_timeout: float = CLOSE_TIMEOUT,
         rejection_limiter: RateLimiter | None = None,
+        peers_listening: bool = False,
     ) -> None:
         super().__init__(process, processes)
         if len(addresses) != processes:
@@ -649,6 +653,7 @@ class TcpTransport(Transport):
         # up to this size
         self._max_message = max(max_payload, MAX_PAYLOAD)
         self._send_buffer_limit = send_buffer_limit
+        self._peers_listening = peers_listening
         self._loop: asyncio.AbstractEventLoop | None = None
         self._on_frame: FrameHandler | None = None
         self._on_lost: LossHandler | None = None
@@ -756,6 +761,14 @@ class TcpTransport(Transport):
             except OSError as exc:  # refused, reset, closed before the hello: retry
                 if sock is not None:
                     sock.close()
+                if self._peers_listening and isinstance(exc, ConnectionRefusedError):
+                    # its socket listened before this process started: it has exited (waiting
+                    # for it would only keep this process running for connect_timeout)
+                    raise ConnectionError(
+                        f"process {self.process}: process {peer} at {where} refused the "
+                        f"connection: it is no longer running (its socket was listening "
+                        f"before this process started)"
+                    ) from None
                 if loop.time() >= deadline:  # asyncio.timeout expired (or the kernel's)
                     raise timed_out() from None
                 last_error = exc

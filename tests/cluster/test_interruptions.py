@@ -36,3 +36,32 @@ def test_a_timeout_while_leaving_the_runtime_stops_every_process(tmp_path: Path)
         "process 1: PeerFailed: process 0 stopped the cluster: DataflowStopped: the runtime was "
         "stopped by CancelledError"
     ) in done.stdout, done.stdout
+
+
+def test_a_process_that_died_before_the_others_connected_is_named_at_once(
+    tmp_path: Path,
+) -> None:
+    """Regression: the others retried its refused connection for connect_timeout (30 s),
+    though the launcher had bound its socket before starting any process: a refusal means it
+    has exited. naiad run killed them first (its grace period), so they never said why."""
+    done = naiad_run(
+        tmp_path,
+        """
+        import asyncio, os, naiad
+        me = int(os.environ["NAIAD_PROCESS"])
+        if me == 0:
+            raise SystemExit(5)  # gone before the cluster connects
+        async def main():
+            async with naiad.Runtime():
+                pass
+        """,
+        tail=REPORTS,
+        processes=3,
+    )
+    for me in (1, 2):
+        assert (
+            f"process {me}: ConnectionError: process {me}: process 0 at 127.0.0.1:"
+        ) in done.stdout, (done.stdout, done.stderr)
+    assert done.stdout.count("refused the connection: it is no longer running") == 2
+    assert "naiad: process 0 exited with status 5" in done.stderr, done.stderr
+    assert done.returncode == 5
