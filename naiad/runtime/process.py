@@ -251,11 +251,13 @@ class Process:
         self._lost: set[int] = set()  # peers whose connection closed without a goodbye
         self._goodbye_event = asyncio.Event()  # set on every goodbye, loss or failure
         self._task: asyncio.Task[None] | None = None
+        self._connected = False  # to every peer: the transport's start returned
 
     # --- lifecycle ------------------------------------------------------------------------------
     async def connect(self) -> None:
         if self.transport is not None:
             await self.transport.start(self._on_frame, self._on_lost)
+        self._connected = True
 
     def start(self, on_error: Callable[[BaseException], None]) -> None:
         async def drive() -> None:
@@ -297,7 +299,8 @@ class Process:
         so that every member reports the cause, not the member that merely stopped next."""
         self.group.stop()
         self._goodbye_event.set()  # a leave() under way stops waiting
-        if self.transport is not None and not isinstance(exc, PeerFailed):
+        # (not while connecting: a peer not yet connected cannot be told; start fails anyway)
+        if self.transport is not None and self._connected and not isinstance(exc, PeerFailed):
             # the notes name the operator, worker and time where it was raised
             notes = "".join(f" ({note})" for note in getattr(exc, "__notes__", ()))
             cause = f"{type(exc).__name__}: {exc}{notes}"

@@ -65,3 +65,33 @@ def test_a_process_that_died_before_the_others_connected_is_named_at_once(
     assert done.stdout.count("refused the connection: it is no longer running") == 2
     assert "naiad: process 0 exited with status 5" in done.stderr, done.stderr
     assert done.returncode == 5
+
+
+def test_a_process_lost_while_the_cluster_connects_is_reported_without_a_traceback(
+    tmp_path: Path,
+) -> None:
+    """Regression: process 2 lost process 1 (which gave up connecting) before process 0 had
+    connected; its runtime tried to tell every peer why and logged "on_lost(1) raised ...
+    RuntimeError: process 2 sent to process 0 before start() connected it"."""
+    done = naiad_run(
+        tmp_path,
+        """
+        import asyncio, os, naiad
+        me = int(os.environ["NAIAD_PROCESS"])
+        async def main():
+            if me == 0:
+                await asyncio.sleep(2.5)  # its socket listens already; it answers late
+            rt = naiad.Runtime(connect_timeout=3)
+            if me == 1:
+                await asyncio.sleep(1.0)  # process 2 connects to it meanwhile
+                await asyncio.wait_for(rt.__aenter__(), 0.5)  # gives up: process 0 is late
+            async with rt:
+                rt.dataflow(lambda s: s.new_input()[1].probe())
+        """,
+        tail=REPORTS,
+        processes=3,
+    )
+    assert "process 1: TimeoutError" in done.stdout, (done.stdout, done.stderr)
+    assert "process 2: DataflowStopped: cannot build dataflow" in done.stdout, done.stdout
+    assert "before start() connected it" not in done.stderr, done.stderr
+    assert "raised" not in done.stderr, done.stderr
