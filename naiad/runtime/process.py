@@ -305,6 +305,11 @@ class Process:
             notes = "".join(f" ({note})" for note in getattr(exc, "__notes__", ()))
             cause = f"{type(exc).__name__}: {exc}{notes}"
             self.send_control({"failed": cause[:2000]})
+        if self.transport is not None:
+            # every process stops now and closes its connections: not a loss to warn about
+            for peer in range(self.processes):
+                if peer != self.index:
+                    self.transport.expect_close(peer)
         for instance in list(self.instances.values()):
             instance.fail(exc)
 
