@@ -32,6 +32,23 @@ def test_user_exception_reaches_run_with_its_traceback(workers: int) -> None:
     assert "'Explode'" in notes and "at time 1" in notes and "receiving a message" in notes
 
 
+class FailsOnFrontier(naiad.Vertex):
+    def on_recv(self, port: int, cap: naiad.Capability, batch: Any) -> None:
+        pass
+
+    def on_frontier(self) -> None:
+        raise KeyError("frontier")
+
+
+def test_exception_in_on_frontier_is_noted_without_a_time() -> None:
+    """Regression: the note ended "observing its frontier at time None"."""
+    with pytest.raises(KeyError) as info:
+        naiad.run(lambda s: s.from_epochs([[1]]).unary(FailsOnFrontier(), name="Watcher"))
+    assert "naiad: raised in operator 'Watcher' on worker 0 observing its frontier" in (
+        info.value.__notes__
+    )
+
+
 class FailsOnNotify(naiad.Vertex):
     def on_recv(self, port: int, cap: naiad.Capability, batch: Any) -> None:
         self.notify_at(cap)

@@ -29,9 +29,8 @@ def annotate(
     if not getattr(exc, _NOTED, False):
         with contextlib.suppress(AttributeError):  # an exception with __slots__ is noted anyway
             setattr(exc, _NOTED, True)
-        exc.add_note(
-            f"naiad: raised in operator {operator!r} on worker {worker} {doing} at time {time!r}"
-        )
+        at = "" if time is None else f" at time {time!r}"  # frontier callbacks have no time
+        exc.add_note(f"naiad: raised in operator {operator!r} on worker {worker} {doing}{at}")
     if isinstance(exc, _CANNOT_PASS):
         kind = type(exc).__name__
         error = RuntimeError(
