@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from naiad.actors.supervision import DataflowStopped
 from naiad.actors.vertex import StatelessVertex, Vertex
 from naiad.dataflow.channels import Exchange, Pipeline
 from naiad.differential import lattice
@@ -98,6 +99,9 @@ class ArrangeVertex(Vertex):
         self.whole = whole  # keyed by whole records (arrange_by_self): any shapes may mix
         self.pending: dict[Any, list[Updates]] = {}  # update time -> its updates
         self.held = HeldTimes(spine.lex, spine.depth)
+
+    def dataflow_stopped(self, failure: BaseException) -> None:
+        self.spine.stop(failure)  # imports of this arrangement must not wait for more
 
     def on_recv(self, port: int, cap: Capability, batch: Updates) -> None:
         if len(batch):
@@ -252,14 +256,38 @@ class _ImportVertex(ImportVertex):
         self.cap: Capability | None = None
         self.queue: list[Batch] = []
         self.closed = False
+        self.failure: BaseException | None = None  # what stopped the source dataflow
 
     def on_start(self, cap: Capability) -> None:
+        self.handle.close()  # the readers built on the import hold their own handles now
+        if self.spine.stopped is not None:
+            raise self._source_error(self.spine.stopped)
         self.cap = cap.retain()
         # the imported history, compacted to what the source allows
         self.queue = list(self.spine.batches)
         self.spine.listeners.append(self._arrived)
+        self.spine.stop_listeners.append(self._source_stopped)
         self._drain()
-        self.handle.close()  # the readers built on the import hold their own handles now
+
+    def _source_stopped(self, failure: BaseException) -> None:
+        """The source dataflow stopped before completing: its upper frontier will never
+        move, so this dataflow could never complete either; it fails (in its own worker,
+        at the notification asked for here) rather than wait for ever."""
+        self.failure = failure
+        if self.cap is not None and self.cap.valid:
+            self.notify_at(self.cap)  # the capability moves into the notification
+
+    def on_notify(self, cap: Capability) -> None:
+        if self.failure is not None:
+            raise self._source_error(self.failure)
+
+    def _source_error(self, failure: BaseException) -> DataflowStopped:
+        error = DataflowStopped(
+            f"{self.shard.name!r} imports {self.spine.name!r}, whose dataflow stopped before "
+            f"completing ({type(failure).__name__}: {failure}); the import cannot complete"
+        )
+        error.__cause__ = failure
+        return error
 
     def close(self) -> None:
         """Stops following the source, releasing the capability that keeps the importing
@@ -285,6 +313,7 @@ class _ImportVertex(ImportVertex):
         if not len(upper) or self.closed:
             cap.drop()
             self.spine.listeners.remove(self._arrived)
+            self.spine.stop_listeners.remove(self._source_stopped)
         elif int(upper[0, 0]) > cap.time:
             cap.downgrade(int(upper[0, 0]))
         self.shard.worker.flush()

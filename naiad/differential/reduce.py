@@ -279,6 +279,9 @@ class ReduceVertex(Vertex):
         self.held = HeldTimes(source.lex, source.depth)
         self.key_encoded: bool | None = None
 
+    def dataflow_stopped(self, failure: BaseException) -> None:
+        self.output.stop(failure)  # imports of this reduction must not wait for more
+
     def _add_pending(self, keys: np.ndarray, times: np.ndarray) -> None:
         for t, rows in time_groups(times, self.source.lex):
             self.pending.setdefault(t, []).append(keys if rows is None else keys[rows])

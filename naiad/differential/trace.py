@@ -24,7 +24,7 @@ stops, :meth:`Spine.idle_merge` finishes the merging, so memory does not stay hi
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -252,6 +252,10 @@ class Spine:
         self.next_seq = 0
         self.handles: weakref.WeakSet[TraceHandle] = weakref.WeakSet()
         self.listeners: list[Any] = []
+        # what stopped the dataflow maintaining this spine before it completed (no batch will
+        # come), and who wants to hear of it: imports into other dataflows
+        self.stopped: BaseException | None = None
+        self.stop_listeners: list[Callable[[BaseException], None]] = []
         self._since_cache: tuple[list[Any], np.ndarray] = ([], self.upper)
 
     # --- encoding --------------------------------------------------------------------------
@@ -359,6 +363,16 @@ class Spine:
         for listener in list(self.listeners):
             listener(batch)
         return batch
+
+    def stop(self, failure: BaseException) -> None:
+        """The dataflow maintaining this spine stopped before completing (it failed, or its
+        runtime was cancelled): the upper frontier will not move again. Tells the stop
+        listeners, once; a completed spine (empty upper) has nothing left to promise."""
+        if self.stopped is not None or not len(self.upper):
+            return
+        self.stopped = failure
+        for listener in list(self.stop_listeners):
+            listener(failure)
 
     def advance_upper(self, upper: np.ndarray) -> Batch:
         """Moves the upper frontier without updates (an empty batch, so that listeners such as

@@ -180,6 +180,11 @@ class Instance:
                 handle = getattr(shard.logic, "handle", None)
                 if isinstance(handle, ProbeHandle | InputHandle):
                     handle._fail(exc)
+                # vertices whose state other dataflows follow (arrangements imported
+                # elsewhere) tell them that it will not change any more
+                stopped = getattr(shard.logic, "dataflow_stopped", None)
+                if stopped is not None:
+                    stopped(exc)
 
     # --- frames ---------------------------------------------------------------------------------
     def deliver(self, peer: int, header: Header, payload: memoryview) -> None:
