@@ -146,7 +146,12 @@ class ProgressActor:
         self._next_in = [0] * processes  # next sequence number expected from each peer
         self._reorder: list[dict[int, tuple[int, Changes]]] = [{} for _ in range(processes)]
         self._unbuilt: dict[int, list[Changes]] = {}  # batches for dataflows not built yet
-        self._finished: set[int] = set()
+        # Which dataflows finished, without a record per finished dataflow (a runtime may
+        # build and finish millions in turn): the runtime numbers them in the order it builds
+        # them, so every id below ``_next_id`` was registered, and is finished once
+        # unregistered, except the few ``_skipped`` on the way (not registered yet, or never).
+        self._next_id = 0
+        self._skipped: set[int] = set()
         self.stats = ProgressStats()
         self.batches_applied = 0
 
@@ -164,6 +169,11 @@ class ProgressActor:
         them held by this process's workers."""
         if dataflow in self._dataflows:
             raise ValueError(f"dataflow {dataflow} is already registered")
+        if dataflow >= self._next_id:
+            self._skipped.update(range(self._next_id, dataflow))
+            self._next_id = dataflow + 1
+        else:
+            self._skipped.discard(dataflow)
         tracker = Tracker(reachability)
         tracker.update_iter(initial)
         tracker.propagate()
@@ -180,8 +190,15 @@ class ProgressActor:
 
     def unregister(self, dataflow: int) -> None:
         """Stops tracking a completed dataflow; late batches for it are ignored."""
-        if self._dataflows.pop(dataflow, None) is not None:
-            self._finished.add(dataflow)
+        self._dataflows.pop(dataflow, None)
+
+    def finished(self, dataflow: int) -> bool:
+        """Whether ``dataflow`` was registered and has been unregistered since."""
+        return (
+            dataflow < self._next_id
+            and dataflow not in self._dataflows
+            and dataflow not in self._skipped
+        )
 
     def tracker(self, dataflow: int) -> Tracker:
         return self._dataflows[dataflow].tracker
@@ -318,7 +335,7 @@ class ProgressActor:
         self.stats.batches_received += 1
         registered = self._dataflows.get(dataflow)
         if registered is None:
-            if dataflow not in self._finished:
+            if not self.finished(dataflow):
                 self._unbuilt.setdefault(dataflow, []).append(changes)
             return
         if self.hub == self.process:

@@ -248,8 +248,9 @@ class Process:
         self.instances: dict[int, Instance] = {}
         self.maybe_complete: set[Instance] = set()
         self._early: dict[int, list[tuple[int, Header, memoryview]]] = {}
-        self._digests: dict[int, dict[int, str]] = {}  # dataflow -> peer -> build digest
-        self._finished: set[int] = set()
+        # dataflow -> process -> build digest, kept until the dataflow finished here and
+        # every process's digest was compared (nothing stays behind per finished dataflow)
+        self._digests: dict[int, dict[int, str]] = {}
         self._data_out = [0] * processes
         self._data_in = [0] * processes
         self.goodbyes: set[int] = set()
@@ -404,8 +405,8 @@ class Process:
 
     def instance_complete(self, instance: Instance) -> None:
         self.instances.pop(instance.id, None)
-        self._finished.add(instance.id)
         self.progress.unregister(instance.id)
+        self._forget_digests(instance.id)
         for worker in self.workers:
             worker.forget(instance.id)
         self.runtime._instance_complete(instance)
@@ -425,6 +426,13 @@ class Process:
         if self.transport is not None:
             self.send_control({"dataflow": ident, "name": name, "digest": digest})
         self._compare_digests(ident)
+
+    def _forget_digests(self, ident: int) -> None:
+        """Drops the digests of a dataflow that finished here once every process's has been
+        compared: no later announcement of it can come."""
+        digests = self._digests.get(ident)
+        if digests is not None and len(digests) == self.processes and self.progress.finished(ident):
+            del self._digests[ident]
 
     def _departed_without(self, ident: int) -> list[int]:
         """The peers that said goodbye without having announced dataflow ``ident`` (their
@@ -523,7 +531,7 @@ class Process:
             instance = self.instances.get(header.dataflow)
             if instance is not None:
                 instance.deliver(peer, header, payload)
-            elif header.dataflow not in self._finished:
+            elif not self.progress.finished(header.dataflow):
                 self._early.setdefault(header.dataflow, []).append((peer, header, payload))
         elif kind == Kind.PROGRESS:
             changes = decode_changes(payload)
@@ -554,6 +562,7 @@ class Process:
                     raise FrameError("malformed dataflow announcement")
                 self._digests.setdefault(ident, {})[peer] = message["digest"]
                 self._compare_digests(ident)
+                self._forget_digests(ident)
             else:
                 raise FrameError(f"unknown control message {sorted(message)!r}")
 

@@ -17,7 +17,6 @@ whoever awaits the runtime (``__aexit__``, ``Dataflow.finished``, a probe).
 from __future__ import annotations
 
 import asyncio
-import itertools
 import numbers
 import os
 import socket
@@ -156,7 +155,7 @@ class Runtime:
         self._member = member
         self.processes: list[Process] = []
         self.dataflows: dict[int, Dataflow] = {}
-        self._ids = itertools.count()
+        self._next_id = 0  # dataflows are numbered in build order, the same in every process
         self._failure: BaseException | None = None
         self._started = False
         self._closed = False  # stopped: a runtime runs once
@@ -332,7 +331,9 @@ class Runtime:
             raise RuntimeError(CLOSED)
         if self._failure is not None:
             raise stopped(f"cannot build dataflow {name!r}", self._failure)
-        ident = next(self._ids)
+        # taken once every worker has built the dataflow: a build that raises leaves no gap in
+        # the numbering (the progress actors tell finished dataflows by it)
+        ident = self._next_id
         per_process: list[list[DataflowBuild]] = []
         results: list[Any] = []
         indices: list[int] = []
@@ -347,6 +348,7 @@ class Runtime:
             per_process.append(builds)
         _check_same([b for builds in per_process for b in builds])
         reachability = per_process[0][0].graph().build()
+        self._next_id += 1
         instances = []
         for process, builds in zip(self.processes, per_process, strict=True):
             process.announce(ident, name, builds[0])
