@@ -3,6 +3,7 @@ finished dataflows when the live state does not."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -78,3 +79,35 @@ def test_progress_actor_tells_finished_dataflows_from_unbuilt_ones() -> None:
     assert not actor._unbuilt
     actor.receive(1, 2, 2, [((src, 0), -1)])  # never registered so far: kept
     assert list(actor._unbuilt) == [2]
+
+
+@pytest.mark.parametrize("kind", ["probe", "subscribe"])
+async def test_waits_given_up_on_an_idle_input_are_not_kept(kind: str) -> None:
+    """Every timed-out ``wait`` stayed in the handle's waiter list until the frontier moved
+    again: a service polling a stream whose input is idle grew the list without bound."""
+    seen: list[Any] = []
+    async with naiad.Runtime() as rt:
+
+        def build(scope: naiad.Scope) -> tuple[Any, Any]:
+            handle, stream = scope.new_input()
+            if kind == "probe":
+                return handle, stream.probe()
+            return handle, stream.subscribe(lambda t, rs: seen.append((t, rs)))
+
+        handle, probe = rt.dataflow(build).results[0]
+        handle.send(["a"])
+        handle.advance_to(1)
+        await probe.wait(0)
+        for _ in range(50):  # epoch 1 cannot complete while the input stays open
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(probe.wait(1), 0.001)
+        assert len(probe._waiters) == 0
+        waiting = asyncio.ensure_future(probe.wait(1))  # a wait still under way is kept
+        await asyncio.sleep(0)
+        assert len(probe._waiters) == 1
+        handle.send(["b"])
+        handle.close()
+        await asyncio.wait_for(waiting, 10)
+        assert probe.done() and len(probe._waiters) == 0
+    if kind == "subscribe":
+        assert seen == [(0, ["a"]), (1, ["b"])]

@@ -43,7 +43,9 @@ class ProbeHandle:
     ) -> None:
         self._frontier = frontier
         self._levels = levels  # the scope's loop depth: times given are checked against it
-        self._waiters: list[tuple[Any, asyncio.Future[None]]] = []
+        # pending waits: future -> the time it waits for (a dict: a wait given up leaves at
+        # once, in O(1), not at the next frontier move, which an idle input may put off)
+        self._waiters: dict[asyncio.Future[None], Any] = {}
         self._failure: BaseException | None = None
 
     @property
@@ -70,8 +72,11 @@ class ProbeHandle:
         if self._ready(time):
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append((time, future))
-        await future
+        self._waiters[future] = time
+        try:
+            await future
+        finally:
+            self._waiters.pop(future, None)  # given up (a timeout, say), or already gone
 
     def _ready(self, time: Any) -> bool:
         if self._failure is not None:
@@ -79,23 +84,23 @@ class ProbeHandle:
         return self.done() if time is None else not self.less_equal(time)
 
     def _check_waiters(self) -> None:
-        keep = []
-        for time, future in self._waiters:
+        keep: dict[asyncio.Future[None], Any] = {}
+        for future, time in self._waiters.items():
             if future.done():
                 continue
             if self.done() if time is None else not self.less_equal(time):
                 future.set_result(None)
             else:
-                keep.append((time, future))
+                keep[future] = time
         self._waiters = keep
 
     def _fail(self, exc: BaseException) -> None:
         if self._failure is None:  # the first failure, not a peer's echo of it
             self._failure = exc
-        for _, future in self._waiters:
+        for future in self._waiters:
             if not future.done():
                 future.set_exception(exc)
-        self._waiters = []
+        self._waiters = {}
 
 
 def probe(stream: Stream, name: str = "probe") -> ProbeHandle:
