@@ -597,7 +597,12 @@ class _Link(asyncio.BufferedProtocol):
         while self.paused and not self.lost:
             waiter = self.loop.create_future()
             self.waiters.append(waiter)
-            await waiter
+            try:
+                await waiter
+            finally:
+                # a drain given up (a timeout) leaves now, not when the peer reads again
+                if waiter in self.waiters:
+                    self.waiters.remove(waiter)
 
 
 class TcpTransport(Transport):

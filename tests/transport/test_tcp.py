@@ -10,6 +10,7 @@ loop's exception handler fails the test. Strangers and malicious peers are raw a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import random
@@ -446,6 +447,31 @@ def parser_link(max_payload: int = 1 << 24) -> tuple[tcp._Link, list[tuple[Heade
     got: list[tuple[Header, bytes]] = []
     transport._on_frame = lambda peer, header, payload: got.append((header, bytes(payload)))
     return tcp._Link(transport, 1, "test"), got
+
+
+def test_drains_given_up_while_a_peer_stalls_are_not_kept() -> None:
+    """Regression: every drain cancelled (a timeout) while the peer did not read stayed in
+    the link's waiter list until the peer read again."""
+    link, _ = parser_link()
+    loop = link.loop
+
+    async def poll() -> None:
+        link.paused = True  # the peer stopped reading
+        for _ in range(50):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(link.writable(), 0.001)
+        assert link.waiters == []
+        waiting = loop.create_task(link.writable())
+        await asyncio.sleep(0)
+        assert len(link.waiters) == 1
+        link.resume_writing()
+        await waiting
+        assert link.waiters == []
+
+    try:
+        loop.run_until_complete(poll())
+    finally:
+        loop.close()
 
 
 def feed(link: tcp._Link, stream: bytes, cuts: list[int]) -> None:
