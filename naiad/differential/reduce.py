@@ -37,6 +37,7 @@ from naiad.differential import lattice
 from naiad.differential.arrange import Arranged, HeldTimes
 from naiad.differential.trace import Batch, Spine, TraceHandle
 from naiad.differential.updates import (
+    EXACT_INTS,
     INTERNER,
     _column,
     columns_of,
@@ -130,14 +131,35 @@ class SumLogic(Logic):
                 raise TypeError("sum: values must be numbers")
             bounds, weights = [*starts.tolist(), len(values)], counts.tolist()
             sums = object_column(
-                [
-                    sum(x * c for x, c in zip(values[a:b], weights[a:b], strict=True))
-                    for a, b in itertools.pairwise(bounds)
-                ]
+                [_key_sum(values[a:b], weights[a:b]) for a, b in itertools.pairwise(bounds)]
             )
             return keys[starts], (sums,), ones
         sums = np.add.reduceat(v * counts, starts) if len(starts) else v[:0]
         return keys[starts], (sums,), ones
+
+
+def _key_sum(values: list[Any], weights: list[int]) -> Any:
+    """The sum of ``value x count`` over one key's rows of an ``object`` column (Python values
+    in the order their codes were first seen, which differs between histories and processes).
+
+    Ints (and Fractions, Decimals) add exactly. Floats with ints that float64 holds exactly
+    are added as the numeric path adds a float64 column, in value order with the same
+    ``add.reduceat`` (float addition is not associative): one multiset, one sum, whether
+    its column holds numbers or Python objects.
+
+    >>> _key_sum([0.3, 0.2, 0.1], [1, 1, 1]) == _key_sum([0.1, 0.2, 0.3], [1, 1, 1])
+    True
+    """
+    if any(isinstance(x, float | np.floating) for x in values) and all(
+        isinstance(x, float | np.floating)
+        or (isinstance(x, int | np.integer) and -EXACT_INTS <= x <= EXACT_INTS)
+        for x in values
+    ):
+        order = sorted(range(len(values)), key=values.__getitem__)
+        v = np.array([values[i] for i in order], dtype=np.float64)
+        c = np.array([weights[i] for i in order], dtype=np.int64)
+        return float(np.add.reduceat(v * c, [0])[0])
+    return sum(x * c for x, c in zip(values, weights, strict=True))
 
 
 def _may_overflow(values: np.ndarray, counts: np.ndarray) -> bool:
