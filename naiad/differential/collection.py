@@ -34,6 +34,7 @@ from naiad.differential.updates import (
     NAN_MESSAGE,
     Updates,
     columns_of,
+    has_nan,
     records_of,
     reject_nan,
     route_records,
@@ -441,14 +442,6 @@ def integer_diffs(diffs: Any, n: int) -> np.ndarray:
     return d.astype(np.int64)
 
 
-def _has_nan(record: Any) -> bool:
-    """Whether a record is NaN or a tuple with a NaN field (NaN is the one float that is not
-    equal to itself)."""
-    if type(record) is tuple:
-        return any(isinstance(f, float | np.floating) and f != f for f in record)
-    return isinstance(record, float | np.floating) and record != record
-
-
 def check_record(record: Any) -> None:
     """Refuses a record no collection can hold, before it is staged: an unhashable one (it
     could not be routed, sorted into an arrangement or consolidated: the dataflow would fail
@@ -465,7 +458,7 @@ def check_record(record: Any) -> None:
         raise TypeError(
             f"record {record!r} is not hashable ({e}): records must be hashable"
         ) from None
-    if _has_nan(record):
+    if has_nan(record):
         raise ValueError(f"record {record!r} has a NaN field: {NAN_MESSAGE}")
 
 

@@ -45,6 +45,7 @@ from naiad.differential.updates import (
     group_starts,
     object_column,
     records_of,
+    reject_nan_values,
     take_rows,
     time_groups,
     unique_sorted,
@@ -134,7 +135,8 @@ class SumLogic(Logic):
                 [_key_sum(values[a:b], weights[a:b]) for a, b in itertools.pairwise(bounds)]
             )
             return keys[starts], (sums,), ones
-        sums = np.add.reduceat(v * counts, starts) if len(starts) else v[:0]
+        with np.errstate(over="ignore", invalid="ignore"):  # inf is a sum; NaN is refused
+            sums = np.add.reduceat(v * counts, starts) if len(starts) else v[:0]
         return keys[starts], (sums,), ones
 
 
@@ -420,6 +422,9 @@ class ReduceVertex(Vertex):
         output history: gathered again if storing the new values switched a column to codes
         (the history gathered before holds the numbers the codes replaced)."""
         output = self.output
+        # a NaN output could never be retracted (NaN != NaN), and on the Python path nothing
+        # else would refuse it before it left the operator
+        reject_nan_values(ovals, first=1)
         before = [bool(e) for e in output.encoded]
         ovals = output.encode(ovals, start=1)
         if [bool(e) for e in output.encoded[: len(before)]] != before:

@@ -258,7 +258,7 @@ NAN_MESSAGE = (
 )
 
 
-def reject_nan(columns: Sequence[np.ndarray]) -> None:
+def reject_nan(columns: Sequence[np.ndarray], first: int = 0) -> None:
     """Raises ``ValueError`` if a float column holds NaN (see :data:`NAN_MESSAGE`).
 
     >>> reject_nan([np.array([1.5, np.nan])])  # doctest: +ELLIPSIS
@@ -266,12 +266,40 @@ def reject_nan(columns: Sequence[np.ndarray]) -> None:
     ...
     ValueError: a record field is NaN (row 1 of column 0): NaN is not equal to itself, ...
     """
-    for i, c in enumerate(columns):
+    for i, c in enumerate(columns, first):
         if c.dtype.kind in "fc":
             nan = np.isnan(c)
             if nan.any():
                 row = int(np.argmax(nan))
                 raise ValueError(f"a record field is NaN (row {row} of column {i}): {NAN_MESSAGE}")
+
+
+def has_nan(record: Any) -> bool:
+    """Whether a record is NaN or a tuple with a NaN field (NaN is the one float that is not
+    equal to itself)."""
+    if type(record) is tuple:
+        return any(isinstance(f, float | np.floating) and f != f for f in record)
+    return isinstance(record, float | np.floating) and record != record
+
+
+def reject_nan_values(columns: Sequence[np.ndarray], first: int = 0) -> None:
+    """:func:`reject_nan`, and the same for the values of ``object`` columns (one check per
+    value): for columns computed inside a dataflow, such as a reduction's output (``first``:
+    the number of the first column, in messages).
+
+    >>> reject_nan_values([np.array([1, (2, float("nan"))], dtype=object)])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: a record field is NaN (row 1 of column 0): NaN is not equal to itself, ...
+    """
+    reject_nan(columns, first)
+    for i, c in enumerate(columns, first):
+        if c.dtype == object:
+            for row, value in enumerate(c.tolist()):
+                if has_nan(value):
+                    raise ValueError(
+                        f"a record field is NaN (row {row} of column {i}): {NAN_MESSAGE}"
+                    )
 
 
 def consolidation(

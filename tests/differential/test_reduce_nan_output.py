@@ -1,0 +1,39 @@
+"""A reduction whose output is NaN is refused by the reduction itself, on both of reduce's
+paths: NaN is not equal to itself, so such an output could never be retracted. The Python
+path for few rows let it out (to an ``inspect``, say) without a word."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from naiad.differential import Collection
+from tests.differential import reference as ref
+
+
+def nan_for_key_1(key: Any, values: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
+    return [(float("nan") if key == 1 else 0.5, 1)]
+
+
+@pytest.mark.parametrize("layout", [(1, 1), (1, 1, False), (2, 1), (1, 2)])
+@pytest.mark.parametrize(
+    "reduction",
+    [
+        lambda c: c.reduce(nan_for_key_1, name="nan_reduce"),
+        lambda c: c.reduce(lambda k, vs: [((k, float("nan")), 1)], name="nan_reduce"),
+        lambda c: c.sum(name="nan_reduce"),  # inf + -inf
+    ],
+    ids=["float", "tuple", "sum"],
+)
+def test_a_nan_output_is_refused_by_the_reduction(reduction: Any, layout: Any) -> None:
+    epochs = [[((1, 1e308), 2), ((1, -1e308), 2), ((2, 1.0), 1)]]
+    seen: list[Any] = []
+
+    def build(scope: Any) -> Any:
+        reduction(Collection.from_epochs(scope, epochs)).inspect(seen.append)
+
+    with pytest.raises(ValueError, match="NaN") as info:
+        ref.run(build, layout)
+    assert any("nan_reduce" in note for note in getattr(info.value, "__notes__", []))
+    assert not any(r[1] != r[1] for r, _, _ in seen), seen
