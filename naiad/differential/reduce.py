@@ -245,14 +245,27 @@ class GenericLogic(Logic):
 
 def _pairs(key: Any, result: Any) -> list[tuple[Any, int]]:
     """A reduce function's result as ``(value, count)`` pairs with integer counts (any
-    iterable of pairs; ``None`` is no output), or a ``TypeError`` that shows it."""
+    iterable of pairs; ``None`` is no output), or a ``TypeError`` that shows it (an
+    ``OverflowError`` for a count beyond int64, the type of every multiplicity).
+
+    >>> _pairs("k", [("a", 2**63)])
+    Traceback (most recent call last):
+    ...
+    OverflowError: reduce: f returned count 9223372036854775808 for key 'k': counts are int64
+    """
     try:
-        return [(value, operator.index(count)) for value, count in result or ()]
+        pairs = [(value, operator.index(count)) for value, count in result or ()]
     except (TypeError, ValueError):
         raise TypeError(
             f"reduce: f must return (value, count) pairs with integer counts; for key {key!r} "
             f"it returned {result!r}"
         ) from None
+    for _, count in pairs:
+        if not -(2**63) <= count < 2**63:
+            raise OverflowError(
+                f"reduce: f returned count {count} for key {key!r}: counts are int64"
+            )
+    return pairs
 
 
 def _accumulate(

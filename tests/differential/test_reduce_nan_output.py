@@ -1,6 +1,7 @@
 """A reduction whose output is NaN is refused by the reduction itself, on both of reduce's
 paths: NaN is not equal to itself, so such an output could never be retracted. The Python
-path for few rows let it out (to an ``inspect``, say) without a word."""
+path for few rows let it out (to an ``inspect``, say) without a word. A count a reduce function
+returns beyond int64 is named as such."""
 
 from __future__ import annotations
 
@@ -37,3 +38,15 @@ def test_a_nan_output_is_refused_by_the_reduction(reduction: Any, layout: Any) -
         ref.run(build, layout)
     assert any("nan_reduce" in note for note in getattr(info.value, "__notes__", []))
     assert not any(r[1] != r[1] for r, _, _ in seen), seen
+
+
+@pytest.mark.parametrize("layout", [(1, 1), (1, 1, False), (1, 2)])
+def test_a_count_beyond_int64_is_named(layout: Any) -> None:
+    """A reduce function's count beyond int64 failed with numpy's bare 'Python int too large
+    to convert to C long'."""
+
+    def build(scope: Any) -> Any:
+        Collection.from_epochs(scope, [[((1, "v"), 1)]]).reduce(lambda k, vs: [("a", 2**64)])
+
+    with pytest.raises(OverflowError, match="reduce: f returned count 18446744073709551616"):
+        ref.run(build, layout)
