@@ -70,7 +70,8 @@ class Dataflow:
 
     @property
     def done(self) -> bool:
-        """Whether every pointstamp is retired: nothing can happen in this dataflow any more."""
+        """Whether the dataflow has ended, so that nothing can happen in it any more: it
+        completed (every pointstamp retired), or it failed (``finished()`` raises why)."""
         return all(i.complete.done() for i in self.instances)
 
     async def finished(self) -> None:
