@@ -280,8 +280,10 @@ class ProgressActor:
         for (loc, time), delta in registered.outgoing:
             if (
                 delta < 0
-                and not self._resident_below(registered, loc, time)
+                # the cheap rule first: the resident scan walks every waiting time of
+                # every location that reaches ``loc`` (quadratic when run for each)
                 and not self._dominated(tracker, loc, time)
+                and not self._resident_below(registered, loc, time)
             ):
                 return True
         return False
