@@ -9,7 +9,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from naiad.differential import Collection
@@ -31,6 +31,7 @@ def final_sums(epochs: list[list[tuple[Any, int]]], layout: tuple[int, ...]) -> 
 
 @settings(max_examples=30, deadline=None)
 @given(VALUES, st.sampled_from([(1, 1), (2, 1), (1, 2)]))
+@example([(0.5, 2)], (1, 1))  # a whole sum: failed in CI once the interner held 1
 def test_a_float_sum_does_not_depend_on_the_column_or_the_order_seen(
     values: list[tuple[float, int]], layout: tuple[int, int]
 ) -> None:
@@ -40,7 +41,9 @@ def test_a_float_sum_does_not_depend_on_the_column_or_the_order_seen(
     objects = [[(("z", 2**64), 1)], inserts[::-1]]
     a, b = final_sums(numeric, layout), final_sums(objects, layout)
     assert b["z"] == 2**64
-    assert repr(a["k"]) == repr(b["k"]), (a["k"], b["k"])
+    # the same float (compared as floats: a whole sum such as 0.5 x 2 may come back as an
+    # equal int the process's interner saw first, a type change documented in the README)
+    assert repr(float(a["k"])) == repr(float(b["k"])), (a["k"], b["k"])
     exact = sum(Fraction(v) * c for v, c in values)
     magnitude = sum(abs(Fraction(v)) * c for v, c in values)
     assert abs(Fraction(a["k"]) - exact) <= magnitude * Fraction(1, 2**40)
