@@ -545,7 +545,12 @@ class View:
         if len(self.updates) > 1:  # keep the concatenation for the next read
             self.updates = [self.updates[0].concat(*self.updates[1:])]
         u = self.updates[0]
-        row = np.array(lattice.time_row(time, u.depth), dtype=np.int64)
+        try:
+            row = np.array(lattice.time_row(time, u.depth), dtype=np.int64)
+        except OverflowError:
+            raise ValueError(
+                f"view: time {time!r} is beyond the int64 range of a collection's times"
+            ) from None
         u = u.take(lattice.less_equal(u.times, row[None, :], self.lex))
         u = Updates(u.data, np.zeros((len(u), 1), dtype=np.int64), u.diffs).consolidate()
         return {r: d for r, _, d in u.to_records()}

@@ -356,6 +356,11 @@ async def test_a_view_reads_at_integer_times_only() -> None:
         with pytest.raises(TypeError, match=r"a view's time must be an integer, not 0\.5"):
             view.at(0.5)
         session.close()
+        await view.wait()
+        assert view.at(2**63 - 1) == {"a": 1}
+        for beyond in (2**63, -(2**70)):  # was numpy's bare OverflowError
+            with pytest.raises(ValueError, match="beyond the int64 range of a collection's"):
+                view.at(beyond)
 
 
 @pytest.mark.parametrize("layout", [(2, 1), (1, 2)])
