@@ -25,19 +25,7 @@ from typing import Any
 import numpy as np
 
 from naiad.differential.lattice import frontier_rows, time_of
-from naiad.transport.codec import register_columnar
-
-
-def object_column(values: Sequence[Any]) -> np.ndarray:
-    """A one-dimensional ``object`` column of ``values`` (tuples stay whole: ``np.array``
-    would make a tuple of one length a row of a 2-D array).
-
-    >>> object_column([(1, "a"), (2, "b")]).shape
-    (2,)
-    """
-    column = np.empty(len(values), dtype=object)
-    column[:] = values
-    return column
+from naiad.transport.codec import object_column, register_columnar
 
 
 def _column(values: Sequence[Any]) -> np.ndarray:

@@ -60,13 +60,12 @@ class Dataflow:
         process's. ``results`` lists only this process's workers, so in a cluster
         ``results[scope.index]`` is another worker's (or none) outside process 0: share an
         arrangement with ``import_trace(source.result(scope.index).trace, scope)``."""
-        first = self.workers[0] if self.workers else 0  # a process's workers are consecutive
-        if not first <= worker < first + len(self.results):
+        if worker not in self.workers:
             raise LookupError(
                 f"dataflow {self.name!r}: worker {worker} is not one of this process's "
-                f"(workers {first}..{first + len(self.results) - 1})"
+                f"(workers {self.workers})"
             )
-        return self.results[worker - first]
+        return self.results[self.workers.index(worker)]
 
     @property
     def done(self) -> bool:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Sequence
 from enum import IntEnum
 from typing import Any, NamedTuple
 
@@ -305,7 +306,7 @@ def decode_message(payload: bytes | memoryview) -> tuple[Any, Any]:
         shape = _shape(head[2])
         if not isinstance(head[3], list) or len(head[3]) != math.prod(shape):
             raise FrameError("malformed object array")
-        return time, _objects(head[3]).reshape(shape)
+        return time, object_column(head[3]).reshape(shape)
     if kind == _BATCH_COLUMNS and len(head) == 4 and head[2] in _FROM_COLUMNS:
         body = view[4 + head_len :]
         columns, offset = [], 0
@@ -316,7 +317,7 @@ def decode_message(payload: bytes | memoryview) -> tuple[Any, Any]:
             elif isinstance(desc, list) and len(desc) == 2 and desc[0] == "o":
                 if not isinstance(desc[1], list):
                     raise FrameError("malformed object column")
-                column = _objects(desc[1])
+                column = object_column(desc[1])
             else:
                 raise FrameError("malformed column description")
             columns.append(column)
@@ -329,7 +330,13 @@ def decode_message(payload: bytes | memoryview) -> tuple[Any, Any]:
     raise FrameError(f"unknown batch kind {kind!r}")
 
 
-def _objects(values: list[Any]) -> np.ndarray:
+def object_column(values: Sequence[Any]) -> np.ndarray:
+    """A one-dimensional ``object`` column of ``values`` (tuples stay whole: ``np.array``
+    would make a tuple of one length a row of a 2-D array).
+
+    >>> object_column([(1, "a"), (2, "b")]).shape
+    (2,)
+    """
     column = np.empty(len(values), dtype=object)
     column[:] = values
     return column
