@@ -8,6 +8,7 @@ from collections import Counter
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -215,3 +216,40 @@ async def test_feed_paces_an_async_source_on_a_probe() -> None:
     assert max(in_flight) <= 2
     got = sorted(r for _, _, part in df.results for _, r in part)
     assert got == sorted(x + 1 for e in range(20) for x in (e * 3, e * 3 + 1))
+
+
+class PopsEverything(naiad.Vertex):
+    """Takes the records off the list it receives, as an owner of its data may."""
+
+    def on_recv(self, port: int, cap: naiad.Capability, batch: Any) -> None:
+        out = []
+        while batch:
+            out.append(batch.pop())
+        self.send(cap, out)
+
+
+@pytest.mark.parametrize("config", [{"workers": 1}, {"workers": 2}, {"workers": 2, "processes": 2}])
+def test_a_consumer_that_modifies_its_batch_changes_nothing_else(config: dict[str, int]) -> None:
+    """Every consumer of a stream got the same list object (and with one worker, the list
+    given to from_epochs itself): a consumer popping records off it emptied what the other
+    consumers received, and the caller's epochs."""
+    epochs = [[1, 2, 3], [4, 5]]
+
+    def build(s: naiad.Scope) -> list[Any]:
+        stream = s.from_epochs(epochs)
+        with s.iterative() as loop:
+            inside = stream.enter(loop)  # a loop's ingress fans out too
+            popped_inside = inside.unary(PopsEverything()).leave().collect()
+            kept_inside = inside.leave().collect()
+        return [
+            stream.unary(PopsEverything()).collect(),
+            stream.collect(),
+            popped_inside,
+            kept_inside,
+        ]
+
+    results = naiad.run(build, **config)
+    want = expected([[1, 2, 3], [4, 5]])
+    for sink in range(4):
+        assert gathered([r[sink] for r in results]) == want
+    assert epochs == [[1, 2, 3], [4, 5]]

@@ -30,9 +30,27 @@ if TYPE_CHECKING:
 
 
 class Pusher(Protocol):
-    """One edge of the physical graph as seen by its sender."""
+    """One edge of the physical graph as seen by its sender; ``shares`` says whether the
+    receiver gets the batch object itself (an exchange builds new lists instead)."""
+
+    shares: bool
 
     def push(self, time: Any, batch: Any) -> None: ...
+
+
+def fan_out(pushers: list[Pusher], time: Any, batch: Any) -> None:
+    """Pushes ``batch`` to every consumer of an output. As timely's ``Tee`` clones the data
+    for all consumers but one, a list goes itself to one consumer and as a copy to every
+    other that would share it: a consumer may then modify the list it receives (pop records
+    off it, sort it) without changing what the others receive. Other batches (numpy arrays)
+    are shared, not copied: treat a received array as read-only."""
+    if batch.__class__ is list and len(pushers) > 1:
+        last = len(pushers) - 1
+        for i, pusher in enumerate(pushers):
+            pusher.push(time, batch.copy() if i < last and pusher.shares else batch)
+        return
+    for pusher in pushers:
+        pusher.push(time, batch)
 
 
 class Vertex:
@@ -168,8 +186,7 @@ class OutputPort:
             )
         if len(batch) == 0:
             return
-        for pusher in self.pushers:
-            pusher.push(time, batch)
+        fan_out(self.pushers, time, batch)
 
 
 def _bad_capability(shard: VertexShard, cap: Capability) -> None:

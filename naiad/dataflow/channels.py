@@ -140,6 +140,8 @@ class LocalPusher:
 
     __slots__ = ("buffer", "cut_through", "location", "port", "shard")
 
+    shares = True  # the shard receives the batch object itself
+
     def __init__(
         self, shard: VertexShard, port: int, location: int, buffer: ChangeBatch, cut_through: bool
     ) -> None:
@@ -158,6 +160,8 @@ class ExchangePusher:
     """Partitions each batch and pushes every part to the pusher of its worker."""
 
     __slots__ = ("encoders", "pact", "peers", "pushers")
+
+    shares = False  # a list is split into new lists (a single worker is wired without one)
 
     def __init__(self, pact: Exchange, pushers: list[Any]) -> None:
         self.pact = pact

@@ -220,7 +220,10 @@ class EpochSource(Vertex):
             raise TypeError(f"epoch {cap.time} is None: an epoch without records is []")
         check_ordered(batch, cap.time, self.name)
         peers = self.peers
-        part = batch if peers == 1 else batch[self.index :: peers]
+        if peers > 1:
+            part = batch[self.index :: peers]
+        else:  # the caller's own list must not reach an operator that may modify it
+            part = batch.copy() if batch.__class__ is list else batch
         self.send(cap, part)
         self.notify_at(cap.delayed(cap.time + 1))
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from naiad.actors.vertex import StatelessVertex
+from naiad.actors.vertex import StatelessVertex, fan_out
 from naiad.dataflow.channels import Pipeline
 from naiad.dataflow.scope import BuildError
 from naiad.progress.capability import Capability
@@ -39,8 +39,7 @@ class Retime(StatelessVertex):
         time = self.retime(cap.time)
         if self.transform is not None:
             batch = self.transform(batch)
-        for pusher in self.shard.outputs[0].pushers:
-            pusher.push(time, batch)
+        fan_out(self.shard.outputs[0].pushers, time, batch)
 
 
 class FeedbackHandle:
