@@ -491,3 +491,39 @@ def test_an_epoch_that_is_not_a_sequence_is_refused_on_any_number_of_workers(wor
         (3, "0"),
     ]
     still_works()
+
+
+class Echo(naiad.Vertex):
+    def on_recv(self, port: int, cap: naiad.Capability, batch: Any) -> None:
+        self.send(cap, batch)
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda s: s.unary(Echo), r"'Echo': logic is the class Echo; pass an instance"),
+        (lambda s: s.unary(lambda p, c, b: None), r"logic must be a naiad\.Vertex, not function"),
+        (lambda s: s.unary(Echo(), exchange=5), r"'Echo': exchange must be a key function.*not 5"),
+        (lambda s: s.exchange("k"), r"Exchange: key must be a function, not 'k'"),
+        (lambda s: s.binary(s, Echo(), exchange=abs), r"'Echo': exchange must be a pair"),
+        (lambda s: s.unary(Echo(), outputs=-1), r"'Echo': outputs must be a non-negative integer"),
+        (
+            lambda s: s.unary(Echo(), outputs=2.0),
+            r"outputs must be a non-negative integer, not 2\.0",
+        ),
+    ],
+)
+@pytest.mark.parametrize("workers", [1, 2])
+def test_unusable_operator_arguments_are_refused_while_building(
+    build: Any, message: str, workers: int
+) -> None:
+    """These passed the build: a class or a function as logic failed later with "type object
+    has no attribute 'on_start'", outputs=-1 gave an operator without outputs, and a key that
+    is not a function was never called on one worker (an exchange there is a pipeline) but
+    failed on two, as "'int' object is not callable" raised by the operator upstream."""
+    with pytest.raises(TypeError, match=message):
+        naiad.run(lambda s: build(s.from_epochs([[1, 2]])), workers=workers)
+    assert naiad.run(
+        lambda s: s.from_epochs([[1, 2]]).unary(Echo(), exchange=abs, outputs=np.int64(1)).collect()
+    ) == [[(0, 1), (0, 2)]]
+    still_works()

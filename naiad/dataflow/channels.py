@@ -49,6 +49,11 @@ class Exchange(Pact):
     def __post_init__(self) -> None:
         if (self.key is None) == (self.keys is None):
             raise ValueError("Exchange needs exactly one of key (per record) or keys (per batch)")
+        given = self.key if self.keys is None else self.keys
+        if not callable(given):
+            # on one worker an exchange is wired as a pipeline and never calls it
+            which = "key" if self.keys is None else "keys"
+            raise TypeError(f"Exchange: {which} must be a function, not {given!r}")
 
     def partition(self, batch: Any, peers: int) -> list[tuple[int, Any]]:
         """Splits ``batch`` into its non-empty parts, one per destination worker."""
