@@ -78,6 +78,26 @@ async def test_the_input_copies_a_list_so_the_caller_may_reuse_it() -> None:
     assert out == [(0, 1), (0, 2), (1, 3)]
 
 
+async def test_a_dict_or_a_string_is_not_a_batch() -> None:
+    """send({"a": 1}) sent the key "a" alone (the value lost, silently) and send("hi") its
+    characters (from_epochs refused a dict epoch, but split a string epoch the same way)."""
+    async with naiad.Runtime() as rt:
+        handle, out = rt.dataflow(
+            lambda s: (lambda h, st: (h, st.collect()))(*s.new_input("events"))
+        ).results[0]
+        for batch, kind in (({"a": 1}, "dict"), ("hi", "str"), (b"hi", "bytes")):
+            with pytest.raises(TypeError, match=f"'events': a batch is a list .*not a {kind}"):
+                handle.send(batch)
+        handle.send([{"a": 1}, "hi"])  # the handle still works; records may be anything
+    assert out == [(0, {"a": 1}), (0, "hi")]
+
+
+def test_a_string_is_not_an_epoch() -> None:
+    with pytest.raises(TypeError, match="from_epochs: epoch 1 is a str, not a sequence"):
+        naiad.run(lambda s: s.from_epochs([["x"], "hi"]).collect(), workers=2)
+    assert naiad.run(lambda s: s.from_epochs([["x"], ["hi"]]).collect()) == [[(0, "x"), (1, "hi")]]
+
+
 async def test_feed_needs_a_lag_of_at_least_one() -> None:
     """With lag 0, feed waited for epoch e to complete before sending it: for ever."""
     async with naiad.Runtime() as rt:

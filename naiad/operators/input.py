@@ -111,6 +111,12 @@ class InputHandle:
         (the caller may reuse it); an array is not: the dataflow owns it once sent, so do not
         write to it afterwards."""
         cap = self._live()
+        if isinstance(batch, NOT_BATCHES):
+            # iterating one yields its keys or characters: the values would be lost
+            raise TypeError(
+                f"input {self.name!r}: a batch is a list or a numpy array of records, not a "
+                f"{type(batch).__name__} (to send one record, send [record])"
+            )
         if isinstance(batch, list):
             batch = batch.copy()
         elif not hasattr(batch, "__len__"):
@@ -239,22 +245,27 @@ def from_epochs(scope: ScopeCore, epochs: Iterable[Any], name: str = "from_epoch
 
 _END = object()
 
+NOT_BATCHES = (Mapping, str, bytes, bytearray)
+"""Sized and iterable, but not batches: a dict iterates over its keys alone, a string over
+its characters."""
+
 
 def check_ordered(batch: Any, epoch: int, name: str) -> None:
     """Refuses an epoch that is not a sequence (a list, a tuple, a numpy array): worker ``w``
     takes ``batch[w::workers]``, and a set cannot be sliced, nor is its order the same in
     every process (strings hash differently in each), so records would be lost or
-    duplicated across a cluster. Refused on any number of workers, to fail the same way.
+    duplicated across a cluster. Refused on any number of workers, to fail the same way; so
+    are a dict and a string, which would be split into their keys or characters.
 
     >>> check_ordered({"a", "b"}, 3, "from_epochs")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    TypeError: from_epochs: epoch 3 is a set, not a sequence: give a list, a tuple or a numpy...
+    TypeError: from_epochs: epoch 3 is a set, not a sequence of records: give a list, a tuple...
     """
-    if isinstance(batch, Mapping) or not hasattr(batch, "__getitem__"):
+    if isinstance(batch, NOT_BATCHES) or not hasattr(batch, "__getitem__"):
         raise TypeError(
-            f"{name}: epoch {epoch} is a {type(batch).__name__}, not a sequence: give a list, "
-            f"a tuple or a numpy array (the workers split it by position)"
+            f"{name}: epoch {epoch} is a {type(batch).__name__}, not a sequence of records: "
+            f"give a list, a tuple or a numpy array (the workers split it by position)"
         )
 
 
