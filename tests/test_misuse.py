@@ -271,6 +271,33 @@ def test_an_exchange_key_that_is_not_an_integer_is_named(records: list[Any]) -> 
 
 
 @pytest.mark.parametrize(
+    "keys",
+    [
+        lambda b: b * 0.5,  # floats were truncated: routed silently, unlike with key=
+        lambda b: np.full(len(b), np.nan),  # NaN became INT64_MIN, with a RuntimeWarning only
+        lambda b: ["a"] * len(b),  # "invalid literal for int() with base 10: 'a'"
+        lambda b: 1,  # "object of type 'numpy.uint8' has no len()"
+        lambda b: [2**70] * len(b),  # "Python int too large to convert to C long"
+    ],
+)
+def test_exchange_keys_that_are_not_integers_are_named(keys: Any) -> None:
+    with pytest.raises(TypeError, match=r"keys\(batch\) must return a 1-d array of integers"):
+        naiad.run(lambda s: s.from_epochs([np.arange(1, 7)]).exchange(keys=keys).probe(), workers=2)
+    # unsigned and narrow integers, and negative ones, route as with key=
+    out = naiad.run(
+        lambda s: (
+            s.from_epochs([np.arange(-3, 3)])
+            .exchange(keys=lambda b: b.astype(np.int8))
+            .map(int)
+            .collect()
+        ),
+        workers=2,
+    )
+    assert [sorted(r for _, r in part) for part in out] == [[-2, 0, 2], [-3, -1, 1]]
+    still_works()
+
+
+@pytest.mark.parametrize(
     ("options", "error", "message"),
     [
         ({"workers": "2"}, TypeError, "workers must be an integer, not '2'"),

@@ -73,7 +73,17 @@ class Exchange(Pact):
                     f"hash other values with naiad.differential.updates.stable_hash"
                 ) from None
             return [(w, part) for w, part in enumerate(parts) if part]
-        keys = np.asarray(self.keys(batch), dtype=np.int64)
+        routes = np.asarray(self.keys(batch))
+        if routes.ndim != 1 or (routes.dtype.kind not in "iub" and routes.size):
+            # a cast to int64 truncated floats (NaN to INT64_MIN), failed on strings or huge
+            # ints with numpy's own message, and a scalar had "no len()"
+            raise TypeError(
+                f"exchange: keys(batch) must return a 1-d array of integers (int64 at most), "
+                f"one per record, not {routes.ndim}-d {routes.dtype} "
+                f"{np.array2string(routes.ravel()[:3], separator=', ')}; hash other values "
+                f"with naiad.differential.updates.stable_hash"
+            )
+        keys = routes.astype(np.int64, copy=False)
         workers: np.ndarray
         if peers & (peers - 1) == 0 and peers <= 256:
             # x % peers costs ~11 ns per record in numpy; for a power of two it is the low
