@@ -45,6 +45,40 @@ async def test_a_capability_released_by_the_driver_moves_the_frontier() -> None:
     assert out == [(0, "x"), (1, "y")]
 
 
+def fails(record: Any) -> Any:
+    raise ValueError(f"no {record}")
+
+
+@pytest.mark.parametrize("config", [{"workers": 1}, {"workers": 2, "processes": 2}])
+async def test_a_capability_the_driver_holds_says_when_the_dataflow_has_stopped(
+    config: dict[str, int],
+) -> None:
+    """After the dataflow failed, the driver's send and downgrade succeeded silently (what was
+    sent went nowhere), where an input handle raises DataflowStopped."""
+    sources: list[HeldSource] = []
+    with pytest.raises(ValueError, match="no 1"):
+        async with naiad.Runtime(**config) as rt:
+
+            def build(scope: naiad.Scope) -> Any:
+                handle, stream = scope.new_input()
+                handle.close()
+                sources.append(HeldSource())
+                return stream.unary(sources[-1], name="held").map(fails).probe()
+
+            probe = rt.dataflow(build).results[0]
+            source = sources[0]
+            source.send(source.cap, [1])
+            with pytest.raises(ValueError, match="no 1"):
+                await asyncio.wait_for(probe.wait(), 30)
+            for use in (lambda: source.send(source.cap, [2]), lambda: source.cap.downgrade(1)):
+                with pytest.raises(naiad.DataflowStopped, match=r"'held'.*ValueError: no 1"):
+                    use()
+            source.cap.drop()  # releasing stays quiet, as closing an input does
+    async with naiad.Runtime(**config) as rt:
+        done = rt.dataflow(lambda s: s.from_epochs([[1, 2]]).collect())
+    assert sorted(r for part in done.results for r in part) == [(0, 1), (0, 2)]
+
+
 async def test_an_input_used_while_the_dataflow_is_built() -> None:
     """close() during the build was ignored (the dataflow never finished) and send() said the
     input was closed."""

@@ -19,7 +19,7 @@ from collections.abc import Sized
 from typing import TYPE_CHECKING, Any, Protocol
 
 from naiad.actors.actor import MAX_CUT_THROUGH_DEPTH, Actor
-from naiad.actors.supervision import annotate
+from naiad.actors.supervision import annotate, stopped
 from naiad.progress.antichain import MutableAntichain, le
 from naiad.progress.capability import Capability, CapabilityError
 from naiad.progress.change_batch import ChangeBatch
@@ -163,6 +163,8 @@ class OutputPort:
         if at.__class__ is Capability:
             if not at._valid or at._owner is not shard:
                 _bad_capability(shard, at)
+            if shard.failure is not None:  # a driver's send: it would go nowhere
+                shard.check_running()
             time = at.time
         else:
             current = shard.current
@@ -204,6 +206,7 @@ class VertexShard(Actor):
     __slots__ = (
         "buffer",
         "current",
+        "failure",
         "fresh",
         "frontiers",
         "logic",
@@ -241,7 +244,15 @@ class VertexShard(Actor):
         # The process's count of messages waiting in mailboxes, per target location and time
         # (the progress actor holds updates by it), or None if it does not need one.
         self.resident: list[dict[Any, int]] | None = None
+        # what stopped the dataflow: a capability its driver holds can no longer be used
+        self.failure: BaseException | None = None
         logic.shard = self
+
+    def check_running(self) -> None:
+        """Raises once the dataflow has stopped after an error: a capability that a driver
+        holds outside the callbacks would send or advance into nothing."""
+        if self.failure is not None:
+            raise stopped(f"operator {self.name!r}", self.failure)
 
     # --- starting ------------------------------------------------------------------------------
     def start(self, initial_time: Any) -> None:

@@ -131,6 +131,9 @@ class Capability:
                 f"operator {self._owner.name!r}: a borrowed capability cannot be downgraded; "
                 f"retain() it first"
             )
+        running = getattr(self._owner, "check_running", None)
+        if running is not None:  # as an input's advance_to, once the dataflow has stopped
+            running()
         time = self._check_time(time)
         buffer, old = self._buffer, self.time
         for loc in self._locations:

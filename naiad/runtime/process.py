@@ -177,6 +177,8 @@ class Instance:
             self.complete.exception()  # retrieved here; re-raised by whoever awaits
         for row in self.shards:
             for shard in row:
+                if shard.failure is None:
+                    shard.failure = exc
                 handle = getattr(shard.logic, "handle", None)
                 if isinstance(handle, ProbeHandle | InputHandle):
                     handle._fail(exc)
