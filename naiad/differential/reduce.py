@@ -23,6 +23,7 @@ pending its output frontier is the input's (a reduce that defers no work holds n
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import numbers
 import operator
@@ -286,9 +287,11 @@ def _interesting(
     gathered_in: tuple[Any, ...],
     gathered_out: tuple[Any, ...],
     lex: tuple[bool, ...],
+    advanced_to: int,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The joins of ``t`` with every time in the keys' input and output history (those not
-    equal to ``t``): where the outputs of ``keys`` may change next."""
+    equal to ``t``): where the outputs of ``keys`` may change next. With integer times,
+    only history times up to ``advanced_to`` (see :func:`_advanced_to`)."""
     k = np.concatenate([gathered_in[0], gathered_out[0]]).astype(keys.dtype)
     times = np.concatenate([gathered_in[2], gathered_out[2]])
     if not len(k):
@@ -296,7 +299,23 @@ def _interesting(
     # join(time, t) differs from t exactly when time is not <= t (a column-wise test: far
     # cheaper than comparing the joined rows with t, a reduction along the short axis)
     new = ~lattice.less_equal(times, t[None, :], lex)
+    if times.shape[1] == 1:
+        new &= times[:, 0] <= advanced_to
     return k[new], lattice.join(take_rows(times, new), t[None, :], lex)
+
+
+def _advanced_to(*spines: Spine) -> int:
+    """With integer times, how far merges of these spines may have advanced an update's time.
+
+    A later time of a key's history is pending already when it is the update's own time: an
+    input update's ``(key, time)`` became pending when its batch arrived (or will, when a
+    batch still in flight arrives), and with totally ordered times no output lies after the
+    time evaluated (times are evaluated in order). Only a time that a merge advanced the
+    update to may be new; making every later time pending again made ``n`` times in flight
+    cost ``n**2`` (each evaluation re-added every later time of the key).
+    """
+    marks = [s.advanced_to for s in spines if s.advanced_to is not None]
+    return max(marks) if marks else np.iinfo(np.int64).min
 
 
 class ReduceVertex(Vertex):
@@ -319,9 +338,16 @@ class ReduceVertex(Vertex):
     def dataflow_stopped(self, failure: BaseException) -> None:
         self.output.stop(failure)  # imports of this reduction must not wait for more
 
-    def _add_pending(self, keys: np.ndarray, times: np.ndarray) -> None:
+    def _add_pending(self, keys: np.ndarray, times: np.ndarray) -> list[Any]:
+        """Makes the ``(key, time)`` pairs pending; the times that were not pending before."""
+        added = []
         for t, rows in time_groups(times, self.source.lex):
-            self.pending.setdefault(t, []).append(keys if rows is None else keys[rows])
+            parts = self.pending.get(t)
+            if parts is None:
+                parts = self.pending[t] = []
+                added.append(t)
+            parts.append(keys if rows is None else keys[rows])
+        return added
 
     def _sync_key_encoding(self) -> None:
         """Follows the input spine when its keys switched from numbers to interned codes (a
@@ -354,19 +380,24 @@ class ReduceVertex(Vertex):
         pending, depth = self.pending, source.depth
         if pending:
             incomplete = self.frontier(0)
-            while True:
-                ready = [t for t in pending if not incomplete.less_equal(t)]
-                if not ready:
-                    break
-                # the least ready time in lexicographic order: every time is evaluated after
-                # the times before it
-                t = min(ready, key=lambda x: lattice.time_row(x, depth))
+            # the ready times, least first in lexicographic order: every time is evaluated
+            # after the times before it. A heap, not a scan of every pending time per
+            # evaluation: that made n times in flight cost n**2.
+            ready = [
+                (lattice.time_row(t, depth), t) for t in pending if not incomplete.less_equal(t)
+            ]
+            heapq.heapify(ready)
+            while ready:
+                t = heapq.heappop(ready)[1]
                 parts = pending.pop(t)
                 keys = unique_sorted(np.concatenate(parts) if len(parts) > 1 else parts[0])
                 sent, fresh_k, fresh_t = self._evaluate(keys, t)
                 emitted |= sent
                 if len(fresh_k):
-                    self._add_pending(fresh_k, fresh_t)
+                    # later than t (joins with t), so never one evaluated already
+                    for u in self._add_pending(fresh_k, fresh_t):
+                        if not incomplete.less_equal(u):
+                            heapq.heappush(ready, (lattice.time_row(u, depth), u))
             self.held.reset_times(lattice.minimal_times(list(pending), depth, lex))
         # Compaction: accumulations are needed only at times in advance of the frontier, and
         # for such a time t, join(t, advanced s) = join(t, s) (advanced s <= join(t, s) because
@@ -411,7 +442,9 @@ class ReduceVertex(Vertex):
         """The output changes of ``keys`` at ``t`` as a sealed batch, and the next
         interesting ``(key, time)`` pairs: a few numpy passes, whatever the number of keys."""
         source, output = self.source, self.output
-        fresh_k, fresh_t = _interesting(keys, t, gathered_in, gathered_out, source.lex)
+        fresh_k, fresh_t = _interesting(
+            keys, t, gathered_in, gathered_out, source.lex, _advanced_to(source, output)
+        )
         k, vals, counts = _accumulate(source, keys, t, gathered_in)
         vals = tuple(source.decode(i + 1, v) for i, v in enumerate(vals))
         ok, ovals, ocounts = self.logic(k, vals, counts, lambda c: source.decode(0, c))
@@ -459,6 +492,8 @@ class ReduceVertex(Vertex):
         source, output = self.source, self.output
         tt = tuple(t.tolist())
         fresh: set[tuple[Any, tuple[int, ...]]] = set()
+        # with integer times, only times a merge may have advanced to (see _advanced_to)
+        limit = _advanced_to(source, output) if len(tt) == 1 else None
 
         def accumulate(gathered: tuple[Any, ...]) -> dict[tuple[Any, ...], int]:
             k, vals, times, diffs = gathered
@@ -468,7 +503,7 @@ class ReduceVertex(Vertex):
                 lub = tuple(map(max, time, tt))
                 if lub == tt:  # at or before t: part of the accumulation at t
                     acc[row] = acc.get(row, 0) + d
-                else:  # a later time where the output may change
+                elif limit is None or time[0] <= limit:  # a later time where it may change
                     fresh.add((row[0], lub))
             return acc
 

@@ -257,6 +257,9 @@ class Spine:
         self.stopped: BaseException | None = None
         self.stop_listeners: list[Callable[[BaseException], None]] = []
         self._since_cache: tuple[list[Any], np.ndarray] = ([], self.upper)
+        # with integer times (depth 0), the greatest time a merge may have advanced some
+        # update to (None: none advanced); an update later than this holds its own time
+        self.advanced_to: int | None = None
 
     # --- encoding --------------------------------------------------------------------------
     def encode(self, columns: Sequence[np.ndarray], start: int = 0) -> Columns:
@@ -318,7 +321,7 @@ class Spine:
             copy = Batch(keys, vals, b.times, b.diffs, b.lower, b.upper, b.since)
             copy.seq_lo, copy.seq_hi = b.seq_lo, b.seq_hi
             copy.encoded = flags
-            recoded.append(merge([copy], b.since, self.lex))
+            recoded.append(self._merge([copy], b.since))
         self.batches = recoded
 
     @property
@@ -431,7 +434,7 @@ class Spine:
         """Merges the ``count`` batches before position ``m`` into one (none if everything
         cancelled); the position just after the result."""
         bs = self.batches
-        merged = merge(bs[m - count : m], self.since(), self.lex)
+        merged = self._merge(bs[m - count : m], self.since())
         bs[m - count : m] = [merged] if len(merged) else []
         return m - count + (1 if len(merged) else 0)
 
@@ -445,8 +448,16 @@ class Spine:
         if not len(since):  # nothing can be read at any time any more: collapse all times
             times = np.concatenate([b.times for b in self.batches[:m]])
             since = lattice.greatest(times, self.lex)
-        merged = merge(self.batches[:m], since, self.lex)
+        merged = self._merge(self.batches[:m], since)
         self.batches[:m] = [merged] if len(merged) else []
+
+    def _merge(self, batches: Sequence[Batch], since: np.ndarray) -> Batch:
+        """:func:`merge`, noting how far it may advance times (see ``advanced_to``)."""
+        if self.depth == 0 and len(since):
+            top = int(since[:, 0].max())
+            if self.advanced_to is None or top > self.advanced_to:
+                self.advanced_to = top
+        return merge(batches, since, self.lex)
 
     def total(self) -> int:
         return sum(len(b) for b in self.batches)
