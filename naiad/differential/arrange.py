@@ -12,6 +12,7 @@ Records are rows of columns: the first column is the key, the others the value.
 
 from __future__ import annotations
 
+import heapq
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -23,6 +24,7 @@ from naiad.differential import lattice
 from naiad.differential.trace import Batch, Spine, TraceHandle
 from naiad.differential.updates import Updates, route
 from naiad.operators.input import ImportVertex
+from naiad.progress.antichain import MutableAntichain
 from naiad.progress.capability import Capability
 from naiad.progress.timestamp import less_equal
 
@@ -99,6 +101,10 @@ class ArrangeVertex(Vertex):
         self.whole = whole  # keyed by whole records (arrange_by_self): any shapes may mix
         self.pending: dict[Any, list[Updates]] = {}  # update time -> its updates
         self.held = HeldTimes(spine.lex, spine.depth)
+        # integer times (depth 0): the pending times as a heap, so that a frontier step
+        # costs the times it completes; scanning every pending time at each step made n
+        # epochs in flight cost n**2
+        self.times: list[int] = []
 
     def dataflow_stopped(self, failure: BaseException) -> None:
         self.spine.stop(failure)  # imports of this arrangement must not wait for more
@@ -106,8 +112,27 @@ class ArrangeVertex(Vertex):
     def on_recv(self, port: int, cap: Capability, batch: Updates) -> None:
         if len(batch):
             for t, part in batch.by_time(self.spine.lex):
-                self.pending.setdefault(t, []).append(part)
+                parts = self.pending.get(t)
+                if parts is None:
+                    parts = self.pending[t] = []
+                    if not self.spine.depth:
+                        heapq.heappush(self.times, t)
+                parts.append(part)
             self.held.add(cap)
+
+    def _ready(self, incomplete: MutableAntichain) -> list[Any]:
+        """The pending times that ``incomplete`` no longer holds back (taken off the heap)."""
+        if self.spine.depth:
+            return [t for t in self.pending if not incomplete.less_equal(t)]
+        times, ready = self.times, []
+        while times and not incomplete.less_equal(times[0]):  # a total order: a prefix
+            ready.append(heapq.heappop(times))
+        return ready
+
+    def _least_pending(self) -> list[Any]:
+        if self.spine.depth:
+            return lattice.minimal_times(list(self.pending), self.spine.depth, self.spine.lex)
+        return self.times[:1]
 
     def on_frontier(self) -> None:
         spine = self.spine
@@ -117,7 +142,7 @@ class ArrangeVertex(Vertex):
             return
         sealed = False
         if self.pending:
-            ready = [t for t in self.pending if not incomplete.less_equal(t)]
+            ready = self._ready(incomplete)
             if ready:
                 # one batch per held capability: a time goes to the first held time (in row
                 # order) at or before it
@@ -139,7 +164,7 @@ class ArrangeVertex(Vertex):
                         self.send(caps[i], batch)
             # hold exactly the least times still pending: a capability taken for a message
             # whose updates all lie later must not stay behind (it would block the frontier)
-            self.held.reset_times(lattice.minimal_times(list(self.pending), spine.depth, spine.lex))
+            self.held.reset_times(self._least_pending())
         if not sealed:  # no updates, but the upper moves: readers (imports) must hear of it
             spine.advance_upper(frontier)
         if not len(frontier):
@@ -150,6 +175,7 @@ class ArrangeVertex(Vertex):
 
     def restore(self, state: Any) -> None:
         self.pending = state
+        self.times = sorted(state) if not self.spine.depth else []
 
 
 class _AsCollection(StatelessVertex):
