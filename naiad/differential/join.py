@@ -161,7 +161,17 @@ def join_arranged(
     from naiad.differential.collection import Collection
 
     if left.scope is not right.scope:
-        raise ValueError(f"{name}: the two collections belong to different scopes")
+        if left.scope.build is not right.scope.build:
+            raise ValueError(
+                f"{name}: the two sides belong to different dataflows; share an arrangement "
+                "with another dataflow through import_trace"
+            )
+        # an arrangement cannot enter a loop: its collection enters, and is arranged inside
+        raise ValueError(
+            f"{name}: the left side is in scope {left.scope.path()!r}, the right side in "
+            f"{right.scope.path()!r}; bring a collection into a loop with .enter(loop) (an "
+            "arrangement cannot enter one: enter the collection it arranges)"
+        )
     handles = (left.handle(), right.handle())
     for h in handles:
         h.set_physical_compaction(-1)  # nothing read yet: the spines keep new batches apart

@@ -299,6 +299,21 @@ def test_a_variable_never_set_is_a_build_error_that_says_so() -> None:
         naiad.run(build)
 
 
+@pytest.mark.parametrize("arranged", [False, True])
+def test_joining_an_outer_collection_inside_a_loop_says_to_enter_it(arranged: bool) -> None:
+    """Differential dataflow's usual slip: the body of ``iterate`` joins a collection (or an
+    arrangement) of the enclosing scope. The error names both scopes and the remedy."""
+
+    def build(scope: naiad.Scope) -> Any:
+        edges = Collection.from_epochs(scope, [[((1, 2), 1)]])
+        other = edges.arrange_by_key() if arranged else edges
+        roots = Collection.from_epochs(scope, [[(1, 1)]])
+        return roots.iterate(lambda r: r.join(other).map(lambda t: t[1]).concat(r).distinct())
+
+    with pytest.raises(ValueError, match=r"'dataflow/iterate'.*'dataflow'.*\.enter\(loop\)"):
+        naiad.run(build)
+
+
 async def test_unhashable_records_are_refused_at_the_input_and_nothing_else_is_lost() -> None:
     """A record no arrangement could hold fails where it is given, not later inside the
     dataflow (which would end the computation): the session keeps every other change."""
