@@ -135,7 +135,9 @@ class Collection:
     def from_epochs(
         scope: Any, epochs: Iterable[list[tuple[Any, int]]], name: str = "from_epochs"
     ) -> Collection:
-        """Epoch ``i`` holds the ``(record, diff)`` changes of the ``i``-th list."""
+        """Epoch ``i`` holds the ``(record, diff)`` changes of the ``i``-th list. Every worker
+        gives the same lists and keeps its share of each (worker ``w`` of ``n`` the changes
+        at positions ``w, w + n, ...``): changes given on one worker only are partly lost."""
         check_reiterable(epochs, scope.peers, name)
         batches = []
         for epoch, changes in enumerate(epochs):

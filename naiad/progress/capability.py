@@ -106,7 +106,10 @@ class Capability:
 
     def delayed(self, time: Any) -> Capability:
         """A new owned capability for ``time``, which must be at or after this one's and of
-        the same shape (a ``TypeError`` otherwise; numpy integers count as ints)."""
+        the same shape (a ``TypeError`` otherwise; numpy integers count as ints). It holds
+        ``time`` until :meth:`drop`: timely's ``session(&cap.delayed(&t))``, written as
+        ``send(cap.delayed(t), batch)``, keeps the dataflow from ever completing; a callback
+        sends at a later time with ``send(t, batch)``, without one."""
         self._check()
         time = self._check_time(time)
         return Capability.acquire(time, self._owner, self._locations, self._buffer)
