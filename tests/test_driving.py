@@ -5,6 +5,7 @@ pacing, and subscribe's reports inside loops and over epochs that jump."""
 from __future__ import annotations
 
 import asyncio
+import gc
 from typing import Any
 
 import pytest
@@ -195,3 +196,33 @@ async def test_subscribe_skips_a_long_run_of_empty_epochs() -> None:
         (10**12, ["c"]),
         (10**12 + 1, []),
     ]
+
+
+class SendsLater(naiad.Vertex):
+    """timely's ``session(&cap.delayed(&t))``, as a Rust user first writes it here."""
+
+    def on_recv(self, port: int, cap: naiad.Capability, batch: Any) -> None:
+        self.send(cap.delayed(cap.time + 1), batch)  # never dropped: the time stays held
+
+
+async def test_a_capability_collected_while_held_is_reported(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A delayed capability passed straight to send was never dropped (nothing can drop it
+    once unreachable), so the dataflow never completed, without a word. It still cannot
+    complete (no drop relies on __del__), but a warning names the operator and the time."""
+    caplog.set_level("WARNING", logger="naiad.progress.capability")
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(3):
+            async with naiad.Runtime() as rt:
+                df = rt.dataflow(lambda s: s.from_epochs([[1, 2]]).unary(SendsLater()).collect())
+                await df.finished()
+    leaks = [r.getMessage() for r in caplog.records if "garbage-collected" in r.getMessage()]
+    assert leaks and all(m.startswith("operator 'SendsLater'") for m in leaks)
+    assert "time 1 " in leaks[0]
+    caplog.clear()
+    # a capability kept, used and dropped, and one abandoned with a failed dataflow, say nothing
+    await test_a_capability_released_by_the_driver_moves_the_frontier()
+    await test_a_capability_the_driver_holds_says_when_the_dataflow_has_stopped({"workers": 1})
+    gc.collect()  # shards and their logic refer to each other: collected by the cycle collector
+    assert not [r for r in caplog.records if "garbage-collected" in r.getMessage()]

@@ -6,7 +6,11 @@ could still produce one. A capability is such a party. Holding one is a ``+1`` o
 of pointstamp ``(output port, time)``; an operator may only send at a time it holds a
 capability for, and the count comes back down only when the capability is dropped or
 downgraded. Nothing here relies on garbage collection: Python's ``__del__`` runs too late,
-or never, so every release is an explicit call.
+or never, so every release is an explicit call. ``__del__`` only reports a leak: an owned
+capability collected while still held (timely's ``session(&cap.delayed(&t))`` written as
+``send(cap.delayed(t), batch)``, which Rust would drop at the end of the statement) can never
+be dropped, so its dataflow can never complete; a warning naming the operator and the time
+says so, instead of a silent hang.
 
 Two kinds: *owned* capabilities (created by :meth:`retain`, :meth:`delayed`, ``notify_at``,
 or the initial capability an operator asks for) live until :meth:`drop`; *borrowed* ones are
@@ -17,11 +21,15 @@ the ``try_`` forms return ``None`` / ``False`` instead.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from typing import Any
 
 from naiad.progress.antichain import le
 from naiad.progress.change_batch import ChangeBatch
 from naiad.progress.timestamp import as_time_like, same_shape
+
+log = logging.getLogger(__name__)
 
 
 class CapabilityError(RuntimeError):
@@ -182,6 +190,26 @@ class Capability:
 
     def _release_borrowed(self) -> None:
         self._valid = False
+
+    def __del__(self) -> None:
+        # A report, never a release (ARCHITECTURE.md: no drop relies on __del__): when it
+        # runs the capability is unreachable, so nothing can drop it any more.
+        if not self._valid or self._borrowed:
+            return
+        owner = self._owner
+        # only an operator's shard of a dataflow still running (not a dataflow that failed
+        # or was stopped: its capabilities are abandoned with it)
+        if getattr(owner, "worker", None) is None or getattr(owner, "failure", None) is not None:
+            return
+        # at interpreter shutdown logging may be gone: nothing left to tell then
+        with contextlib.suppress(Exception):
+            log.warning(
+                "operator %r: an owned capability for time %r was garbage-collected without "
+                "drop(): the dataflow can never complete. drop() what retain() and delayed() "
+                "return; a callback sends at a later time with send(time, batch), without one",
+                owner.name,
+                self.time,
+            )
 
     def __repr__(self) -> str:
         state = "borrowed" if self._borrowed else "owned"
