@@ -9,6 +9,7 @@ Elements are timestamps or path summaries: anything :func:`le` can compare.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -104,11 +105,15 @@ class MutableAntichain:
     ([5], False, True)
     """
 
-    __slots__ = ("_counts", "_frontier")
+    __slots__ = ("_counts", "_frontier", "_present")
 
     def __init__(self) -> None:
         self._counts: dict[Any, int] = {}
         self._frontier: list[Any] = []
+        # The elements with a positive count, indexed (a TimeQueue) once there are many: a
+        # frontier element going away then costs a heap step, not a pass over every count
+        # (in a prioritized loop each round retires one of n priorities in flight).
+        self._present: TimeQueue | None = None
 
     @property
     def frontier(self) -> list[Any]:
@@ -140,6 +145,7 @@ class MutableAntichain:
         """Applies the count changes; returns the frontier's changes (+1 added, -1 removed)."""
         counts = self._counts
         frontier = self._frontier
+        present = self._present
         rebuild = False
         for t, delta in updates:
             old = counts.get(t, 0)
@@ -148,16 +154,30 @@ class MutableAntichain:
                 counts[t] = new
             elif old:  # a zero delta for an absent element is a no-op
                 del counts[t]
-            if rebuild:
-                continue
             if old <= 0 < new:
+                if present is not None:
+                    present.add(t)
                 # A newly present element matters only if nothing in the frontier precedes it.
-                rebuild = not self.less_equal(t)
+                if not rebuild:
+                    rebuild = not self.less_equal(t)
             elif new <= 0 < old:
-                rebuild = t in frontier
+                if present is not None:
+                    present.discard(t)
+                if not rebuild:
+                    rebuild = t in frontier
         if not rebuild:
             return []
-        new_frontier = _minimal([t for t, c in counts.items() if c > 0])
+        if present is not None:
+            new_frontier = present.minimal()
+            if not present:
+                self._present = None  # empty: back to the plain pass while there are few
+        else:
+            positive = [t for t, c in counts.items() if c > 0]
+            if len(positive) > _INDEX_ABOVE:
+                present = self._present = TimeQueue(positive)
+                new_frontier = present.minimal()
+            else:
+                new_frontier = _minimal(positive)
         if new_frontier == frontier:
             return []
         self._frontier = new_frontier
@@ -167,6 +187,201 @@ class MutableAntichain:
 
     def __repr__(self) -> str:
         return f"MutableAntichain(frontier={self._frontier!r})"
+
+
+_INDEX_ABOVE = 16
+"""How many present elements a frontier is rebuilt from by one plain pass before a
+:class:`MutableAntichain` indexes them in a :class:`TimeQueue` (the pass is cheaper for few)."""
+
+_TOTAL, _STAIRS, _OTHER = 0, 1, 2
+
+
+def _kind(t: Any) -> tuple[int, type]:
+    """How a :class:`TimeQueue` indexes times of ``t``'s shape, and that shape's class."""
+    cls = t.__class__
+    if cls is int:
+        return _TOTAL, cls
+    if cls is Lex and t.outer.__class__ is int:
+        return _TOTAL, cls  # lexicographic over two integers: the tuple order, a total order
+    if cls is Product and t.outer.__class__ is int:
+        return _STAIRS, cls
+    return _OTHER, cls
+
+
+class TimeQueue:
+    """A set of timestamps of one shape, indexed for the two questions asked of times that
+    wait on a frontier: which are minimal, and which no frontier element precedes any more.
+
+    Integers and ``Lex(int, int)`` times are totally ordered: one heap answers both in
+    O(log n) per time taken. ``Product(int, int)`` times keep a heap per epoch (outer time):
+    the cost grows with the epochs present, not with the loop counters waiting in each.
+    Other shapes are scanned. Removal is lazy (an entry stays in its heap until it reaches
+    the top); the heaps are rebuilt when stale entries outnumber the members.
+
+    >>> q = TimeQueue([Product(1, 4), Product(0, 7), Product(0, 9), Product(1, 8)])
+    >>> q.minimal()
+    [Product(outer=0, inner=7), Product(outer=1, inner=4)]
+    >>> q.pop_ready([[Product(0, 8)]])  # every time not at or after (0, 8)
+    [Product(outer=0, inner=7), Product(outer=1, inner=4)]
+    >>> sorted(q)
+    [Product(outer=0, inner=9), Product(outer=1, inner=8)]
+    """
+
+    __slots__ = ("_cls", "_heap", "_kind", "_members", "_queued", "_stairs")
+
+    def __init__(self, times: Iterable[Any] = ()) -> None:
+        self._members: set[Any] = set()
+        self._kind: int | None = None  # decided by the first time added
+        self._cls: type | None = None
+        self._heap: list[Any] = []  # _TOTAL: the members, and stale entries
+        self._stairs: dict[Any, list[Any]] = {}  # _STAIRS: outer time -> heap of its times
+        self._queued: set[Any] = set()  # the times in the heaps, members or stale
+        for t in times:
+            self.add(t)
+
+    def __len__(self) -> int:
+        return len(self._members)
+
+    def __bool__(self) -> bool:
+        return bool(self._members)
+
+    def __contains__(self, t: Any) -> bool:
+        return t in self._members
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._members)
+
+    def add(self, t: Any) -> None:
+        members = self._members
+        if t in members:
+            return
+        members.add(t)
+        kind = self._kind
+        if kind == _OTHER:
+            return
+        shape = _kind(t)
+        if kind is None:
+            self._kind, self._cls = shape
+            kind = shape[0]
+        elif shape != (kind, self._cls):
+            self._unindex()  # mixed shapes: nothing but a scan is sound
+            return
+        if kind == _OTHER or t in self._queued:
+            return  # still in its heap (stale until now): a member again
+        self._queued.add(t)
+        if kind == _TOTAL:
+            heapq.heappush(self._heap, t)
+        else:
+            stair = self._stairs.get(t.outer)
+            if stair is None:
+                self._stairs[t.outer] = [t]
+            else:
+                heapq.heappush(stair, t)
+
+    def discard(self, t: Any) -> None:
+        members = self._members
+        if t in members:
+            members.remove(t)
+            if len(self._queued) > 2 * len(members) + 64:
+                self._reindex()
+
+    def _unindex(self) -> None:
+        self._kind = _OTHER
+        self._heap, self._stairs, self._queued = [], {}, set()
+
+    def _reindex(self) -> None:
+        """Rebuilds the heaps from the members alone (drops the stale entries)."""
+        members = list(self._members)
+        self._members, self._kind = set(), None
+        self._heap, self._stairs, self._queued = [], {}, set()
+        for t in members:
+            self.add(t)
+
+    def _top(self, heap: list[Any]) -> Any:
+        """The least member in ``heap`` (None if none), stale entries above it dropped."""
+        members, queued = self._members, self._queued
+        while heap:
+            t = heap[0]
+            if t in members:
+                return t
+            queued.discard(heapq.heappop(heap))
+        return None
+
+    def minimal(self) -> list[Any]:
+        """The minimal members, least first in the tuple order (as :func:`_minimal`)."""
+        kind = self._kind
+        if kind == _TOTAL:
+            t = self._top(self._heap)
+            return [] if t is None else [t]
+        if kind == _STAIRS:
+            stairs = self._stairs
+            result: list[Any] = []
+            for outer in sorted(stairs):
+                t = self._top(stairs[outer])
+                if t is None:
+                    del stairs[outer]
+                elif not result or t.inner < result[-1].inner:
+                    result.append(t)
+            return result
+        return _minimal(list(self._members))
+
+    def pop_ready(self, frontiers: Iterable[Iterable[Any]]) -> list[Any]:
+        """Takes out and returns, least first in the tuple order, the members that no element
+        of any of ``frontiers`` is less than or equal to (the times they no longer hold back).
+        """
+        members = self._members
+        if not members:
+            return []
+        elements = [f for frontier in frontiers for f in frontier]
+        kind = self._kind
+        shape: Any = self._cls  # (compared with, not a type to narrow the elements to)
+        if kind != _OTHER:
+            for f in elements:  # an element of another shape: only the scan is sound
+                if f.__class__ is not shape or (shape is not int and f.outer.__class__ is not int):
+                    kind = _OTHER
+                    break
+        if kind == _OTHER:
+            ready = [t for t in members if not any(le(f, t) for f in elements)]
+            for t in ready:
+                self.discard(t)
+            ready.sort()
+            return ready
+        queued, pop = self._queued, heapq.heappop
+        ready = []
+        if kind == _TOTAL:
+            # a total order: the members below the least element, a prefix of the heap
+            heap = self._heap
+            least = min(elements) if elements else None
+            while heap:
+                t = heap[0]
+                if t in members:
+                    if least is not None and not t < least:
+                        break
+                    members.remove(t)
+                    ready.append(t)
+                queued.discard(pop(heap))  # taken, or stale
+            return ready
+        # Product(e, k) is held back exactly when k >= the least counter of the elements at
+        # epochs <= e: per epoch, a prefix of its heap
+        stairs = self._stairs
+        for outer in list(stairs):
+            bound = None
+            for f in elements:
+                if f.outer <= outer and (bound is None or f.inner < bound):
+                    bound = f.inner
+            heap = stairs[outer]
+            while heap:
+                t = heap[0]
+                if t in members:
+                    if bound is not None and not t.inner < bound:
+                        break
+                    members.remove(t)
+                    ready.append(t)
+                queued.discard(pop(heap))
+            if not heap:
+                del stairs[outer]
+        ready.sort()
+        return ready
 
 
 def _minimal(elements: list[Any]) -> list[Any]:
