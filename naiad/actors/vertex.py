@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from naiad.actors.actor import MAX_CUT_THROUGH_DEPTH, Actor
 from naiad.actors.supervision import annotate, stopped
-from naiad.progress.antichain import MutableAntichain, le
+from naiad.progress.antichain import MutableAntichain, TimeQueue, le
 from naiad.progress.capability import Capability, CapabilityError
 from naiad.progress.change_batch import ChangeBatch
 from naiad.progress.timestamp import as_time_like, same_shape
@@ -200,6 +200,11 @@ def _bad_capability(shard: VertexShard, cap: Capability) -> None:
     )
 
 
+_INDEX_ABOVE = 16
+"""How many pending notifications a shard tests one by one per activation before it indexes
+them in a :class:`TimeQueue`."""
+
+
 class VertexShard(Actor):
     """The actor that runs one worker's instance of one operator."""
 
@@ -215,6 +220,7 @@ class VertexShard(Actor):
         "resident",
         "sources",
         "targets",
+        "waiting",
         "wants_frontier",
         "worker",
     )
@@ -238,6 +244,8 @@ class VertexShard(Actor):
         self.buffer = buffer  # the worker's progress batch for this dataflow
         self.outputs = [OutputPort(self, p) for p in range(len(sources))]
         self.pending: dict[Any, Capability] = {}  # notification time -> owned capability
+        # the pending times indexed, once there are many (see deliver_notifications)
+        self.waiting: TimeQueue | None = None
         self.current: Capability | None = None  # the capability of the running callback
         self.fresh: list[Any] | None = None  # times requested while notifications are delivered
         self.wants_frontier = overrides(logic, "on_frontier")
@@ -346,6 +354,8 @@ class VertexShard(Actor):
             cap.drop()  # one notification per distinct time
         else:
             self.pending[cap.time] = cap
+            if self.waiting is not None:
+                self.waiting.add(cap.time)
             if self.fresh is not None:
                 self.fresh.append(cap.time)
         self.worker.schedule_notify(self)
@@ -362,9 +372,17 @@ class VertexShard(Actor):
         """
         pending = self.pending
         if pending:
-            # One scan of the pending times per activation, then a heap: a vertex holding n
-            # pending times delivers all that are ready in O(n log n), not O(n) per delivery.
-            ready = [t for t in pending if not self._blocked(t)]
+            # The ready times, then a heap: a vertex holding n pending times delivers all that
+            # are ready in O(n log n), not O(n) per delivery. Many pending times are indexed
+            # (a TimeQueue): an activation then costs the times it delivers, not a test of
+            # every pending time (a prioritized loop waits on one time per priority).
+            waiting = self.waiting
+            if waiting is None and len(pending) > _INDEX_ABOVE:
+                waiting = self.waiting = TimeQueue(pending)
+            if waiting is None:
+                ready = [t for t in pending if not self._blocked(t)]
+            else:
+                ready = waiting.pop_ready([f.frontier for f in self.frontiers])
             if ready:
                 heapq.heapify(ready)
                 limit = max(ready)
@@ -374,6 +392,8 @@ class VertexShard(Actor):
                     while ready:
                         t = heapq.heappop(ready)
                         cap = pending.pop(t)
+                        if waiting is not None:
+                            waiting.discard(t)  # a fresh one (those taken are gone already)
                         cap._borrowed = True
                         self._call(self.logic.on_notify, cap, "being notified", cap)
                         cap._borrowed = False
@@ -385,6 +405,12 @@ class VertexShard(Actor):
                             fresh.clear()
                 finally:
                     self.fresh = None
+                    if waiting is not None:
+                        for t in ready:  # not delivered (on_notify raised): pending still
+                            if t in pending:
+                                waiting.add(t)
+            if waiting is not None and not pending:
+                self.waiting = None  # few again: the plain scan is cheaper
         if self.wants_frontier:
             self._call(self.logic.on_frontier, None, "observing its frontier", None)
 
