@@ -12,7 +12,6 @@ Records are rows of columns: the first column is the key, the others the value.
 
 from __future__ import annotations
 
-import heapq
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -24,7 +23,7 @@ from naiad.differential import lattice
 from naiad.differential.trace import Batch, Spine, TraceHandle
 from naiad.differential.updates import Updates, route
 from naiad.operators.input import ImportVertex
-from naiad.progress.antichain import MutableAntichain
+from naiad.progress.antichain import MutableAntichain, TimeQueue
 from naiad.progress.capability import Capability
 from naiad.progress.timestamp import less_equal
 
@@ -101,10 +100,10 @@ class ArrangeVertex(Vertex):
         self.whole = whole  # keyed by whole records (arrange_by_self): any shapes may mix
         self.pending: dict[Any, list[Updates]] = {}  # update time -> its updates
         self.held = HeldTimes(spine.lex, spine.depth)
-        # integer times (depth 0): the pending times as a heap, so that a frontier step
-        # costs the times it completes; scanning every pending time at each step made n
-        # epochs in flight cost n**2
-        self.times: list[int] = []
+        # the pending times indexed, so that a frontier step costs the times it completes:
+        # scanning every pending time at each step made n epochs in flight cost n**2, and so
+        # did n priorities in flight in a prioritized loop
+        self.times = TimeQueue()
 
     def dataflow_stopped(self, failure: BaseException) -> None:
         self.spine.stop(failure)  # imports of this arrangement must not wait for more
@@ -115,24 +114,17 @@ class ArrangeVertex(Vertex):
                 parts = self.pending.get(t)
                 if parts is None:
                     parts = self.pending[t] = []
-                    if not self.spine.depth:
-                        heapq.heappush(self.times, t)
+                    self.times.add(t)
                 parts.append(part)
             self.held.add(cap)
 
     def _ready(self, incomplete: MutableAntichain) -> list[Any]:
-        """The pending times that ``incomplete`` no longer holds back (taken off the heap)."""
-        if self.spine.depth:
-            return [t for t in self.pending if not incomplete.less_equal(t)]
-        times, ready = self.times, []
-        while times and not incomplete.less_equal(times[0]):  # a total order: a prefix
-            ready.append(heapq.heappop(times))
-        return ready
+        """The pending times that ``incomplete`` no longer holds back (taken out of the index),
+        least first."""
+        return self.times.pop_ready([incomplete.frontier])
 
     def _least_pending(self) -> list[Any]:
-        if self.spine.depth:
-            return lattice.minimal_times(list(self.pending), self.spine.depth, self.spine.lex)
-        return self.times[:1]
+        return self.times.minimal()
 
     def on_frontier(self) -> None:
         spine = self.spine
@@ -175,7 +167,7 @@ class ArrangeVertex(Vertex):
 
     def restore(self, state: Any) -> None:
         self.pending = state
-        self.times = sorted(state) if not self.spine.depth else []
+        self.times = TimeQueue(state)
 
 
 class _AsCollection(StatelessVertex):
