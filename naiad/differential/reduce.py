@@ -51,6 +51,7 @@ from naiad.differential.updates import (
     time_groups,
     unique_sorted,
 )
+from naiad.progress.antichain import TimeQueue
 from naiad.progress.capability import Capability
 
 Columns = tuple[np.ndarray, ...]
@@ -332,6 +333,9 @@ class ReduceVertex(Vertex):
         # pending (key, time) pairs, per time: a frontier move takes the completed times and
         # leaves the others untouched (a prioritized loop has many later ones waiting)
         self.pending: dict[Any, list[np.ndarray]] = {}
+        # the pending times indexed: the ready ones and the least ones cost the times taken,
+        # not a pass over every pending time (n priorities in flight made that n**2)
+        self.times = TimeQueue()
         self.held = HeldTimes(source.lex, source.depth)
         self.key_encoded: bool | None = None
 
@@ -345,6 +349,7 @@ class ReduceVertex(Vertex):
             parts = self.pending.get(t)
             if parts is None:
                 parts = self.pending[t] = []
+                self.times.add(t)
                 added.append(t)
             parts.append(keys if rows is None else keys[rows])
         return added
@@ -373,23 +378,23 @@ class ReduceVertex(Vertex):
             self.held.add(cap)
 
     def on_frontier(self) -> None:
-        source, output, lex = self.source, self.output, self.source.lex
+        source, output = self.source, self.output
         frontier = lattice.frontier_rows(self.frontier(0).frontier, source.depth)
         self._sync_key_encoding()
         emitted = False
-        pending, depth = self.pending, source.depth
+        pending, depth, times = self.pending, source.depth, self.times
         if pending:
             incomplete = self.frontier(0)
             # the ready times, least first in lexicographic order: every time is evaluated
             # after the times before it. A heap, not a scan of every pending time per
             # evaluation: that made n times in flight cost n**2.
-            ready = [
-                (lattice.time_row(t, depth), t) for t in pending if not incomplete.less_equal(t)
-            ]
+            taken = times.pop_ready([incomplete.frontier])
+            ready = [(lattice.time_row(t, depth), t) for t in taken]
             heapq.heapify(ready)
             while ready:
                 t = heapq.heappop(ready)[1]
                 parts = pending.pop(t)
+                times.discard(t)  # one made pending below (those taken are gone already)
                 keys = unique_sorted(np.concatenate(parts) if len(parts) > 1 else parts[0])
                 sent, fresh_k, fresh_t = self._evaluate(keys, t)
                 emitted |= sent
@@ -398,7 +403,7 @@ class ReduceVertex(Vertex):
                     for u in self._add_pending(fresh_k, fresh_t):
                         if not incomplete.less_equal(u):
                             heapq.heappush(ready, (lattice.time_row(u, depth), u))
-            self.held.reset_times(lattice.minimal_times(list(pending), depth, lex))
+            self.held.reset_times(times.minimal())
         # Compaction: accumulations are needed only at times in advance of the frontier, and
         # for such a time t, join(t, advanced s) = join(t, s) (advanced s <= join(t, s) because
         # s is), so compacting the traces to the frontier changes no interesting time either.
