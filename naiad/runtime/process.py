@@ -3,12 +3,12 @@ and the local part of every dataflow (Naiad §3, Figure 5).
 
 Workers of the same process exchange messages through shared memory (the shard's mailbox);
 messages for workers of other processes are encoded and sent as DATA frames, progress batches
-as PROGRESS frames, and the processes check with CONTROL frames that they built the same
-dataflows. Frames are validated as they arrive: anything that does not fit (a dataflow,
-channel or worker that cannot be, a location out of range, a data frame out of sequence) is
-logged and stops the runtime with an error that names the peer, instead of being applied.
-Frames for a dataflow this process has not built yet are kept until it is (workers may build
-at different moments).
+as PROGRESS frames, and the processes check with CONTROL frames that they run as many workers
+each and built the same dataflows. Frames are validated as they arrive: anything that does not
+fit (a dataflow, channel or worker that cannot be, a location out of range, a data frame out
+of sequence) is logged and stops the runtime with an error that names the peer, instead of
+being applied. Frames for a dataflow this process has not built yet are kept until it is
+(workers may build at different moments).
 """
 
 from __future__ import annotations
@@ -265,6 +265,9 @@ class Process:
     async def connect(self) -> None:
         if self.transport is not None:
             await self.transport.start(self._on_frame, self._on_lost)
+            # the first frame to every peer: a peer with another number of workers per
+            # process would disagree on where every worker is, and wait forever for progress
+            self.send_control({"hello": {"workers": self.local}})
         self._connected = True
 
     def start(self, on_error: Callable[[BaseException], None]) -> None:
@@ -554,6 +557,15 @@ class Process:
                 for instance in list(self.instances.values()):
                     if peer in self._departed_without(instance.id):
                         raise self._departure(peer, instance.id, instance.name)
+            elif isinstance(message.get("hello"), dict):
+                workers = message["hello"].get("workers")
+                if workers != self.local:
+                    raise ClusterError(
+                        f"process {peer} runs -w {workers}, process {self.index} runs "
+                        f"-w {self.local}: start every process of the cluster with the same -w "
+                        f"(workers per process)",
+                        peer,
+                    )
             elif isinstance(message.get("failed"), str):
                 self.runtime._fail(
                     PeerFailed(f"process {peer} stopped the cluster: {message['failed']}", peer)

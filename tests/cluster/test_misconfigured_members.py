@@ -1,0 +1,64 @@
+"""Members of a ``--hostfile`` cluster started by hand, as an operator would on several
+machines, with configurations that do not agree: each must stop with an error naming the
+problem instead of waiting forever. A hang fails through the timeouts."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+CLI = [sys.executable, "-m", "naiad.runtime.cli", "run"]
+EXCHANGE = (
+    "import naiad\n"
+    "print(naiad.run(lambda s: s.from_epochs([list(range(8))]).exchange(lambda x: x)"
+    ".collect()), flush=True)\n"
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_members(
+    tmp_path: Path, script: str, options: dict[int, list[str]], secret: str = "members"
+) -> list[tuple[int, str, str]]:
+    """Starts process ``i`` with ``naiad run ... options[i]`` for each ``i``; returns each
+    one's exit status, stdout and stderr."""
+    path = tmp_path / "script.py"
+    path.write_text(script)
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("".join(f"127.0.0.1:{free_port()}\n" for _ in options))
+    members = [
+        subprocess.Popen(
+            [*CLI, str(path), *extra, "-p", str(index), "--hostfile", str(hostfile)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "NAIAD_SECRET": secret},
+        )
+        for index, extra in options.items()
+    ]
+    try:
+        outs = [m.communicate(timeout=90) for m in members]
+    finally:
+        for m in members:
+            if m.poll() is None:
+                m.kill()
+                m.wait()
+    return [(m.returncode, out, err) for m, (out, err) in zip(members, outs, strict=True)]
+
+
+def test_members_started_with_different_workers_are_told_so(tmp_path: Path) -> None:
+    # process 0 would place 2 workers, process 1 four: each would wait for progress from
+    # workers the other does not have
+    ended = start_members(
+        tmp_path, EXCHANGE, {1: ["-n", "2", "-w", "2"], 0: ["-n", "2", "-w", "1"]}
+    )
+    for code, out, err in ended:
+        assert code != 0 and not out, err
+        assert "runs -w 1" in err and "runs -w 2" in err and "same -w" in err, err
