@@ -343,4 +343,9 @@ def script_argv() -> list[str]:
             "Runtime(processes>1, transport='tcp') runs this program once in every process; "
             "run it as a script file (python script.py) or with 'naiad run SCRIPT -n P'"
         )
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name:
+        # started as 'python -m pkg.module': run as a file, its relative imports would fail
+        name = spec.name.removesuffix(".__main__")
+        return ["-m", name, *sys.argv[1:]]
     return [sys.argv[0], *sys.argv[1:]]

@@ -62,3 +62,35 @@ def test_members_started_with_different_workers_are_told_so(tmp_path: Path) -> N
     for code, out, err in ended:
         assert code != 0 and not out, err
         assert "runs -w 1" in err and "runs -w 2" in err and "same -w" in err, err
+
+
+def run_python(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``python args`` in ``cwd``, importing naiad from this checkout."""
+    root = str(Path(__file__).resolve().parents[2])
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": root},
+    )
+
+
+def test_a_self_launching_module_started_with_dash_m_runs_everywhere(tmp_path: Path) -> None:
+    # the other process ran pkg/main.py as a file, where the relative import fails
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "build.py").write_text(
+        "def build(scope):\n"
+        "    return scope.from_epochs([[1, 2, 3, 4]]).exchange(lambda x: x).collect()\n"
+    )
+    (package / "main.py").write_text(
+        "import naiad\n"
+        "from .build import build\n"
+        "print(naiad.run(build, workers=1, processes=2, transport='tcp'), flush=True)\n"
+    )
+    done = run_python(["-m", "pkg.main"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert sorted(done.stdout.split("\n")) == ["", "[[(0, 1), (0, 3)]]", "[[(0, 2), (0, 4)]]"]
