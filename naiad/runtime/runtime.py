@@ -212,12 +212,45 @@ class Runtime:
             for index, t in transports
         ]
         try:
-            await asyncio.gather(*(p.connect() for p in self.processes))
+            await self._connect()
         except BaseException:
             await self._reap_children(kill=True)
             raise
         for process in self.processes:
             process.start(self._fail)
+
+    async def _connect(self) -> None:
+        """Connects the local processes; fails as soon as a process this runtime launched
+        exits before it connected (it never will: waiting for connect_timeout would only
+        delay the error and name no cause)."""
+        connecting = asyncio.ensure_future(asyncio.gather(*(p.connect() for p in self.processes)))
+        if not self._children:
+            await connecting
+            return
+        watching = asyncio.ensure_future(self._watch_children())
+        try:
+            await asyncio.wait((connecting, watching), return_when=asyncio.FIRST_COMPLETED)
+            if not connecting.done():
+                connecting.cancel()
+                await asyncio.gather(connecting, return_exceptions=True)
+                watching.result()  # raises why
+            await connecting
+        finally:
+            watching.cancel()
+            await asyncio.gather(connecting, watching, return_exceptions=True)
+
+    async def _watch_children(self) -> None:
+        """Raises once a launched process has exited (polled: only while connecting)."""
+        while True:
+            for index, child in enumerate(self._children, start=1):
+                code = child.poll()
+                if code is not None:
+                    raise ClusterError(
+                        f"process {index} {launch.exit_description(code)} before the cluster "
+                        f"connected",
+                        index,
+                    )
+            await asyncio.sleep(0.05)
 
     def _transports(self) -> list[tuple[int, Transport | None]]:
         if self.process_count == 1:

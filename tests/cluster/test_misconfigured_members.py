@@ -94,3 +94,19 @@ def test_a_self_launching_module_started_with_dash_m_runs_everywhere(tmp_path: P
     done = run_python(["-m", "pkg.main"], tmp_path)
     assert done.returncode == 0, done.stderr
     assert sorted(done.stdout.split("\n")) == ["", "[[(0, 1), (0, 3)]]", "[[(0, 2), (0, 4)]]"]
+
+
+def test_a_launched_process_that_exits_before_connecting_is_named(tmp_path: Path) -> None:
+    # process 0 waited connect_timeout (30 s), then said only that process 1 did not connect
+    script = tmp_path / "script.py"
+    script.write_text(
+        "import os, naiad\n"
+        "if os.environ.get('NAIAD_PROCESS') == '1':\n"
+        "    raise SystemExit(7)\n"
+        "naiad.run(lambda s: s.from_epochs([[1]]).collect(), processes=2, transport='tcp')\n"
+    )
+    done = run_python([str(script)], tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.endswith(
+        "ClusterError: process 1 exited with status 7 before the cluster connected\n"
+    ), done.stderr
