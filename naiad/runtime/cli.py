@@ -34,7 +34,9 @@ STOP_SECONDS = 5.0
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="naiad", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run a script on a cluster of processes")
+    # no abbreviations: the script's own options ('--work', '--host') pass through to it
+    # instead of being taken for naiad's ('--workers', '--hostfile')
+    run = sub.add_parser("run", help="run a script on a cluster of processes", allow_abbrev=False)
     run.add_argument("script", help="the Python script every process runs")
     run.add_argument("-w", "--workers", type=int, default=1, help="workers per process")
     run.add_argument("-n", "--processes", type=int, default=1, help="number of processes")

@@ -110,3 +110,17 @@ def test_a_launched_process_that_exits_before_connecting_is_named(tmp_path: Path
     assert done.stderr.endswith(
         "ClusterError: process 1 exited with status 7 before the cluster connected\n"
     ), done.stderr
+
+
+def test_script_options_that_abbreviate_naiad_options_reach_the_script(tmp_path: Path) -> None:
+    # argparse took '--work 3' for '--workers 3' and '--host h' for '--hostfile h'
+    script = tmp_path / "script.py"
+    script.write_text("import os, sys\nprint(os.environ['NAIAD_WORKERS'], sys.argv[1:])\n")
+    done = subprocess.run(
+        [*CLI, str(script), "--work", "3", "--host", "h", "--proc", "-n", "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "1 ['--work', '3', '--host', 'h', '--proc']\n"
