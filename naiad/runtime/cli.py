@@ -96,11 +96,20 @@ def _run_member(
 
 
 class _Terminated(Exception):
-    """The launcher got SIGTERM."""
+    """The launcher got SIGTERM or SIGHUP."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
 
 
 def _terminated(signum: int, frame: object) -> None:
-    raise _Terminated
+    raise _Terminated(signum)
+
+
+# Signals that stop the launcher and, through it, its processes (SIGHUP: its terminal closed,
+# or 'kill -HUP' to it alone; by default it died and left them running).
+STOPPING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
 def _run_local(script: str, script_args: list[str], workers: int, processes: int) -> int:
@@ -119,17 +128,18 @@ def _run_local(script: str, script_args: list[str], workers: int, processes: int
         )
         for sock in listeners:
             sock.close()
-        # Stopped itself (SIGTERM, or SIGINT sent to the launcher alone), the launcher stops
-        # its processes too: none is left running without it.
-        previous = signal.signal(signal.SIGTERM, _terminated)
+        # Stopped itself (SIGTERM, SIGHUP, or SIGINT sent to the launcher alone), the launcher
+        # stops its processes too: none is left running without it.
+        previous = {signum: signal.signal(signum, _terminated) for signum in STOPPING_SIGNALS}
         try:
             return _supervise(children, reports)
         except (KeyboardInterrupt, _Terminated) as exc:
             print("naiad: interrupted; stopping the processes", file=sys.stderr)
             _stop(children)
-            return 130 if isinstance(exc, KeyboardInterrupt) else 143
+            return 128 + (exc.signum if isinstance(exc, _Terminated) else signal.SIGINT)
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
     finally:
         reports.close()
 

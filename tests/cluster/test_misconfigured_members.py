@@ -4,11 +4,16 @@ problem instead of waiting forever. A hang fails through the timeouts."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import pytest
 
 CLI = [sys.executable, "-m", "naiad.runtime.cli", "run"]
 EXCHANGE = (
@@ -124,3 +129,40 @@ def test_script_options_that_abbreviate_naiad_options_reach_the_script(tmp_path:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "1 ['--work', '3', '--host', 'h', '--proc']\n"
+
+
+def test_a_hung_up_launcher_stops_its_processes(tmp_path: Path) -> None:
+    # SIGHUP killed the launcher and left its processes running, children of init
+    script = tmp_path / "forever.py"
+    script.write_text(
+        "import os, time\n"
+        f"path = os.path.join({str(tmp_path)!r}, 'pid-' + os.environ['NAIAD_PROCESS'])\n"
+        "open(path + '.tmp', 'w').write(str(os.getpid()))\n"
+        "os.rename(path + '.tmp', path)\n"
+        "time.sleep(600)\n"
+    )
+    # stderr in a file: processes left running would hold a pipe open
+    stderr_path = tmp_path / "stderr"
+    with stderr_path.open("w") as stderr_file:
+        launcher = subprocess.Popen([*CLI, str(script), "-n", "2"], stderr=stderr_file)
+    paths = [tmp_path / f"pid-{i}" for i in range(2)]
+    pids: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        while not all(p.exists() for p in paths):
+            assert time.monotonic() < deadline and launcher.poll() is None
+            time.sleep(0.05)
+        pids = [int(p.read_text()) for p in paths]
+        launcher.send_signal(signal.SIGHUP)
+        launcher.wait(timeout=60)
+        stderr = stderr_path.read_text()
+        assert launcher.returncode == 128 + signal.SIGHUP, stderr
+        assert "stopping the processes" in stderr
+        for pid in pids:  # reaped by the launcher: gone
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)
+    finally:
+        launcher.kill()
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
