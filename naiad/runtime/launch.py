@@ -94,7 +94,8 @@ def parse_addresses(text: str) -> list[tuple[str, int]]:
 
 def read_secret(env: os._Environ[str] | dict[str, str] = os.environ) -> bytes | None:
     if env.get(ENV_SECRET):
-        return env[ENV_SECRET].encode()
+        # the variable's own bytes: not text in every process's encoding (random bytes, say)
+        return os.fsencode(env[ENV_SECRET])
     if env.get(ENV_SECRET_FILE):
         path = env[ENV_SECRET_FILE]
         try:
@@ -188,6 +189,11 @@ def spawn(
     by a runtime of process 0 running the same script; ``report_fd``: where they report
     failures, see :class:`FailureReports`)."""
     addresses = ",".join(f"{s.getsockname()[0]}:{s.getsockname()[1]}" for s in listeners)
+    if b"\0" in secret:
+        raise LaunchError(
+            "the cluster secret contains a NUL byte, which the environment of the processes "
+            "launched here cannot carry: use a secret without one"
+        )
     children = []
     for index in indices:
         fd = listeners[index].fileno()
@@ -198,7 +204,8 @@ def spawn(
                 ENV_PROCESSES: str(processes),
                 ENV_WORKERS: str(workers),
                 ENV_ADDRESSES: addresses,
-                ENV_SECRET: secret.decode(),
+                # any bytes (a secret file of random bytes): read_secret encodes them back
+                ENV_SECRET: os.fsdecode(secret),
                 ENV_LISTEN_FD: str(fd),
             }
         )

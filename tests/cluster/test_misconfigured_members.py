@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 CLI = [sys.executable, "-m", "naiad.runtime.cli", "run"]
+# this checkout, for the processes a launcher starts (they run the script's directory first)
+ROOT = str(Path(__file__).resolve().parents[2])
 EXCHANGE = (
     "import naiad\n"
     "print(naiad.run(lambda s: s.from_epochs([list(range(8))]).exchange(lambda x: x)"
@@ -71,14 +73,13 @@ def test_members_started_with_different_workers_are_told_so(tmp_path: Path) -> N
 
 def run_python(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     """``python args`` in ``cwd``, importing naiad from this checkout."""
-    root = str(Path(__file__).resolve().parents[2])
     return subprocess.run(
         [sys.executable, *args],
         cwd=cwd,
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "PYTHONPATH": root},
+        env={**os.environ, "PYTHONPATH": ROOT},
     )
 
 
@@ -166,3 +167,24 @@ def test_a_hung_up_launcher_stops_its_processes(tmp_path: Path) -> None:
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_a_secret_file_of_random_bytes_serves_a_local_launch(tmp_path: Path) -> None:
+    # the launcher decoded the secret as UTF-8 to hand it to its processes: UnicodeDecodeError
+    secret = tmp_path / "secret"
+    secret.write_bytes(bytes(range(128, 160)) + b"\xff")
+    script = tmp_path / "script.py"
+    script.write_text(EXCHANGE)
+    done = subprocess.run(
+        [*CLI, str(script), "-n", "2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "NAIAD_SECRET_FILE": str(secret), "PYTHONPATH": ROOT},
+    )
+    assert done.returncode == 0, done.stderr
+    assert sorted(done.stdout.split("\n")) == [
+        "",
+        "[[(0, 0), (0, 2), (0, 4), (0, 6)]]",
+        "[[(0, 1), (0, 3), (0, 5), (0, 7)]]",
+    ]
