@@ -1088,6 +1088,8 @@ def _format_address(addr: object) -> str:
 
 def _describe(error: BaseException) -> str:
     """An OS error as "Connection refused" rather than the loop's wording of it."""
+    if isinstance(error, socket.gaierror):  # its errno is getaddrinfo's, not an OS errno
+        return f"cannot resolve the host: {error.strerror or error}"
     if isinstance(error, OSError) and error.errno:
         return os.strerror(error.errno)
     return str(error) or type(error).__name__

@@ -1204,3 +1204,28 @@ def test_parts_beyond_the_message_limit_are_refused() -> None:
         assert got == [] and link.lost
     finally:
         link.owner._running_loop().close()
+
+
+def test_a_peer_whose_host_does_not_resolve_is_named_with_the_resolver_error() -> None:
+    # the last error read "Unknown error -2": getaddrinfo's code taken for an OS errno
+    host = "no-such-host.invalid"  # .invalid never resolves (RFC 2606)
+    try:
+        socket.getaddrinfo(host, 1, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        expected = exc.strerror
+    else:  # pragma: no cover - a resolver that answers for .invalid
+        pytest.skip(f"{host} resolves here")
+
+    async def scenario() -> None:
+        socks, addresses = bind(2)
+        socks[0].close()
+        addresses[0] = (host, addresses[0][1])
+        member = TcpTransport(1, 2, addresses, SECRET, listen_sock=socks[1], connect_timeout=0.5)
+        with pytest.raises(TimeoutError) as info:
+            await member.start(lambda *a: None, lambda *a: None)
+        assert str(info.value) == (
+            f"process 1: process 0 at {host}:{addresses[0][1]} did not answer within 0.5 s "
+            f"(last error: cannot resolve the host: {expected})"
+        )
+
+    run(scenario())
