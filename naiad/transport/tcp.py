@@ -8,7 +8,8 @@ Connections
     ``connect_timeout`` (except with ``peers_listening``: a local launcher bound every
     process's socket before starting any, so a refusal means that the peer has exited, and
     ``start`` fails at once); ``start`` fails with an error naming the peer that never answered (or,
-    on the accepting side, every peer that never connected) and its address. The listening
+    on the accepting side, every peer that never connected, and the last connection it
+    rejected, such as a member with another secret) and its address. The listening
     socket stays open after ``start`` (it keeps rejecting strangers); nothing joins a running
     cluster.
 
@@ -668,6 +669,7 @@ class TcpTransport(Transport):
         self._accept_task: asyncio.Task[None] | None = None
         self._handshakes: set[asyncio.Task[None]] = set()
         self._rejections = rejection_limiter if rejection_limiter is not None else RateLimiter()
+        self._last_rejection: str | None = None  # named if start times out: a likely cause
         self._started = False
         self._closing = False
         self._leaving: set[int] = set()  # peers whose connection closing is expected
@@ -724,9 +726,12 @@ class TcpTransport(Transport):
                     for j in range(self.process + 1, self.processes)
                     if self._links[j] is None
                 ]
+                # a member with the wrong secret or cluster size is rejected, not missing
+                rejected = self._last_rejection
+                hint = f" (the last connection rejected: {rejected})" if rejected else ""
                 raise TimeoutError(
                     f"process {self.process}: {', '.join(missing)} did not connect within "
-                    f"{self._connect_timeout:g} s"
+                    f"{self._connect_timeout:g} s{hint}"
                 ) from None
         except BaseException:
             for task in connectors:
@@ -935,6 +940,7 @@ class TcpTransport(Transport):
         """Logs a rejected connection, or counts it if too many were logged lately."""
         if self._closing:
             return
+        self._last_rejection = f"from {where}: {reason}"
         logged, summary = self._rejections.admit(f"{where}: {reason}")
         if summary is not None:
             self._log_suppressed(summary)

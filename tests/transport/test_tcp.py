@@ -1229,3 +1229,26 @@ def test_a_peer_whose_host_does_not_resolve_is_named_with_the_resolver_error() -
         )
 
     run(scenario())
+
+
+def test_an_acceptor_that_times_out_names_the_connection_it_rejected() -> None:
+    # it said only that process 1 did not connect, though process 1 had tried with
+    # another secret (the rejection was logged, but not in the error that stops it)
+    async def scenario() -> None:
+        socks, addresses = bind(2)
+        first = TcpTransport(0, 2, addresses, SECRET, listen_sock=socks[0], connect_timeout=2)
+        other = TcpTransport(1, 2, addresses, b"another secret", listen_sock=socks[1])
+        accepting = asyncio.ensure_future(first.start(lambda *a: None, lambda *a: None))
+        with pytest.raises(ConnectionError, match="rejected its handshake"):
+            await other.start(lambda *a: None, lambda *a: None)
+        with pytest.raises(TimeoutError) as info:
+            await accepting
+        assert str(info.value).startswith(
+            f"process 0: process 1 (127.0.0.1:{addresses[1][1]}) did not connect within 2 s "
+            f"(the last connection rejected: from 127.0.0.1:"
+        ), info.value
+        assert str(info.value).endswith(
+            ": authentication failed (a wrong secret, or not a member of this cluster))"
+        )
+
+    run(scenario())
