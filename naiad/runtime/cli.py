@@ -91,6 +91,9 @@ def _run_member(
         }
     )
     sys.argv = [script, *script_args]
+    # as 'python SCRIPT' (how the processes of a local launch run it) would: the modules
+    # beside the script are importable (runpy.run_path does not add its directory)
+    sys.path.insert(0, str(Path(script).resolve().parent))
     runpy.run_path(script, run_name="__main__")
     return 0
 

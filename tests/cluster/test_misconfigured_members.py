@@ -188,3 +188,16 @@ def test_a_secret_file_of_random_bytes_serves_a_local_launch(tmp_path: Path) -> 
         "[[(0, 0), (0, 2), (0, 4), (0, 6)]]",
         "[[(0, 1), (0, 3), (0, 5), (0, 7)]]",
     ]
+
+
+def test_members_import_the_modules_beside_their_script(tmp_path: Path) -> None:
+    # 'naiad run DIR/script.py -n 2' could, '... -p I --hostfile F' could not: the member ran
+    # the script without its directory on sys.path (ModuleNotFoundError: No module named ...)
+    (tmp_path / "beside.py").write_text(
+        "def build(scope):\n"
+        "    return scope.from_epochs([[1, 2, 3, 4]]).exchange(lambda x: x).collect()\n"
+    )
+    script = "import naiad\nfrom beside import build\nprint(naiad.run(build), flush=True)\n"
+    ended = start_members(tmp_path, script, {1: ["-n", "2"], 0: ["-n", "2"]})
+    assert [code for code, _, _ in ended] == [0, 0], ended
+    assert sorted(out for _, out, _ in ended) == ["[[(0, 1), (0, 3)]]\n", "[[(0, 2), (0, 4)]]\n"]
