@@ -263,23 +263,32 @@ class Runtime:
         member = self._member
         listen: socket.socket | None = None
         global _self_launched
-        if member is None or member.self_launched:
-            # the launching process and those it launched run the script side by side: once
-            if _self_launched:
-                raise launch.LaunchError(launch.ONE_SELF_LAUNCH)
+        # the launching process and those it launched run the script side by side: once
+        if (member is None or member.self_launched) and _self_launched:
+            raise launch.LaunchError(launch.ONE_SELF_LAUNCH)
+        if member is not None and member.self_launched:
             _self_launched = True
         if member is None:  # launch the other processes of the cluster ourselves
-            listeners = launch.bind_listeners(self.process_count)
+            # (what can fail first: a runtime that launched nothing leaves nothing behind, and
+            # is not counted as this script's one self-launching runtime)
+            argv = launch.script_argv()
             secret = launch.read_secret() or launch.new_secret()
-            self._children = launch.spawn(
-                launch.script_argv(),
-                self.process_count,
-                self.worker_count,
-                listeners,
-                secret,
-                range(1, self.process_count),
-                self_launched=True,
-            )
+            listeners = launch.bind_listeners(self.process_count)
+            try:
+                self._children = launch.spawn(
+                    argv,
+                    self.process_count,
+                    self.worker_count,
+                    listeners,
+                    secret,
+                    range(1, self.process_count),
+                    self_launched=True,
+                )
+            except BaseException:
+                for s in listeners:
+                    s.close()
+                raise
+            _self_launched = True
             addresses = [s.getsockname()[:2] for s in listeners]
             for s in listeners[1:]:
                 s.close()

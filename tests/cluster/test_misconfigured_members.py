@@ -201,3 +201,21 @@ def test_members_import_the_modules_beside_their_script(tmp_path: Path) -> None:
     ended = start_members(tmp_path, script, {1: ["-n", "2"], 0: ["-n", "2"]})
     assert [code for code, _, _ in ended] == [0, 0], ended
     assert sorted(out for _, out, _ in ended) == ["[[(0, 1), (0, 3)]]\n", "[[(0, 2), (0, 4)]]\n"]
+
+
+def test_a_self_launch_refused_before_launching_can_be_tried_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the refused runtime counted as the script's one self-launching runtime: the second try
+    # said a script runs only one, instead of why the first was refused
+    import naiad
+    from naiad.runtime import runtime
+    from naiad.runtime.launch import LaunchError
+
+    monkeypatch.setattr(runtime, "_self_launched", False)
+    monkeypatch.setattr(sys, "argv", ["-c"])  # as under 'python -c': nothing to run again
+    build = lambda s: s.from_epochs([[1]]).collect()  # noqa: E731
+    for _ in range(2):
+        with pytest.raises(LaunchError, match="run it as a script file"):
+            naiad.run(build, processes=2, transport="tcp")
+    assert not runtime._self_launched
