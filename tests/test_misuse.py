@@ -554,3 +554,15 @@ def test_unusable_operator_arguments_are_refused_while_building(
         lambda s: s.from_epochs([[1, 2]]).unary(Echo(), exchange=abs, outputs=np.int64(1)).collect()
     ) == [[(0, 1), (0, 2)]]
     still_works()
+
+
+@pytest.mark.parametrize("timeout", [0, -1.0, float("inf"), float("nan"), "30", True])
+def test_a_connect_timeout_that_is_not_a_number_of_seconds_is_refused(timeout: Any) -> None:
+    number = not isinstance(timeout, str | bool)
+    with pytest.raises(
+        ValueError if number else TypeError,
+        match=r"connect_timeout=.*positive finite number" if number else "a number of seconds",
+    ):
+        naiad.Runtime(connect_timeout=timeout)
+    assert naiad.Runtime(connect_timeout=0.5).connect_timeout == 0.5
+    still_works()

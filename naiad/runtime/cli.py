@@ -42,6 +42,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("-n", "--processes", type=int, default=1, help="number of processes")
     run.add_argument("-p", "--process", type=int, help="this process's index (with --hostfile)")
     run.add_argument("--hostfile", help="host:port of every process, one per line")
+    run.add_argument(
+        "--connect-timeout",
+        type=float,
+        help="seconds every process waits for its peers at start-up (default 30)",
+    )
     args, script_args = parser.parse_known_args(argv)
     if script_args and script_args[0] == "--":
         script_args = script_args[1:]
@@ -50,6 +55,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.workers < 1 or args.processes < 1:
         parser.error("-w and -n must be at least 1")
     try:
+        if args.connect_timeout is not None:
+            try:
+                seconds = launch.checked_timeout(args.connect_timeout, "--connect-timeout")
+            except ValueError as exc:
+                parser.error(str(exc))
+            # every process reads it, the launched ones from the environment they inherit
+            os.environ[launch.ENV_CONNECT_TIMEOUT] = str(seconds)
+        launch.connect_timeout()  # a bad NAIAD_CONNECT_TIMEOUT is named before anything starts
         if args.process is not None:
             if args.hostfile is None:
                 parser.error("-p needs --hostfile")

@@ -11,7 +11,9 @@ separated; ``NAIAD_SECRET`` (or ``NAIAD_SECRET_FILE``): the cluster secret that 
 they know; ``NAIAD_LISTEN_FD``: a listening socket the launcher bound for this process (so no
 port can be taken between choosing it and listening on it). ``NAIAD_MAX_PAYLOAD`` (optional,
 the same in every process): the largest frame payload in bytes a process accepts (256 MiB by
-default); larger messages are sent as several. ``NAIAD_REPORT_FD``: the write end of a pipe
+default); larger messages are sent as several. ``NAIAD_CONNECT_TIMEOUT`` (optional): seconds a
+process waits for its peers at start-up (30 by default; ``naiad run --connect-timeout`` sets
+it), for members started by hand on several machines. ``NAIAD_REPORT_FD``: the write end of a pipe
 to ``naiad run``, where a member reports its runtime's first failure (see
 :class:`FailureReports`).
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import secrets
 import signal
@@ -44,6 +47,8 @@ ENV_LISTEN_FD = "NAIAD_LISTEN_FD"
 ENV_SELF_LAUNCHED = "NAIAD_SELF_LAUNCHED"
 ENV_MAX_PAYLOAD = "NAIAD_MAX_PAYLOAD"
 ENV_REPORT_FD = "NAIAD_REPORT_FD"
+ENV_CONNECT_TIMEOUT = "NAIAD_CONNECT_TIMEOUT"
+CONNECT_TIMEOUT = 30.0
 ONE_SELF_LAUNCH = (
     "a script that launches its own cluster (Runtime(processes>1, transport='tcp')) runs one "
     "such runtime: its other processes run the whole script alongside it. For several "
@@ -120,6 +125,33 @@ def max_payload(env: os._Environ[str] | dict[str, str] = os.environ) -> int:
     if not text.isdigit() or not 1024 <= int(text) < 2**32:
         raise LaunchError(f"{ENV_MAX_PAYLOAD}={text!r}: bytes, from 1024 to 2**32 - 1")
     return int(text)
+
+
+def connect_timeout(env: os._Environ[str] | dict[str, str] = os.environ) -> float:
+    """Seconds to wait for the peers at start-up: ``NAIAD_CONNECT_TIMEOUT``, or 30.
+
+    >>> connect_timeout({"NAIAD_CONNECT_TIMEOUT": "600"}), connect_timeout({})
+    (600.0, 30.0)
+    """
+    text = env.get(ENV_CONNECT_TIMEOUT)
+    if not text:
+        return CONNECT_TIMEOUT
+    try:
+        return checked_timeout(text, ENV_CONNECT_TIMEOUT)
+    except ValueError as exc:
+        raise LaunchError(str(exc)) from None
+
+
+def checked_timeout(value: object, what: str) -> float:
+    """``value`` as a number of seconds (positive and finite), or a ``ValueError`` naming
+    ``what``."""
+    try:
+        seconds = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if isinstance(value, bool) or not 0 < seconds < math.inf:
+        raise ValueError(f"{what}={value!r}: seconds, a positive finite number")
+    return seconds
 
 
 def member_from_env(env: os._Environ[str] | dict[str, str] = os.environ) -> Member | None:

@@ -97,7 +97,8 @@ class Runtime:
     launched from here or by ``naiad run``). ``accumulate`` turns Naiad's local accumulation
     of progress updates on (the default) or off; ``central`` routes progress through process
     0 as a central accumulator (which accumulates whatever ``accumulate`` says);
-    ``connect_timeout`` bounds cluster start-up.
+    ``connect_timeout`` bounds cluster start-up, in seconds (by default
+    ``NAIAD_CONNECT_TIMEOUT``, else 30).
 
     >>> import asyncio, naiad
     >>> async def main():
@@ -117,9 +118,15 @@ class Runtime:
         transport: str | None = None,
         accumulate: bool = True,
         central: bool = False,
-        connect_timeout: float = 30.0,
+        connect_timeout: float | None = None,
     ) -> None:
         member = launch.member_from_env()
+        if connect_timeout is None:
+            connect_timeout = launch.connect_timeout()
+        elif isinstance(connect_timeout, bool) or not isinstance(connect_timeout, numbers.Real):
+            raise TypeError(f"connect_timeout must be a number of seconds, not {connect_timeout!r}")
+        else:
+            connect_timeout = launch.checked_timeout(connect_timeout, "connect_timeout")
         if member is not None:
             for given, known, what in (
                 (workers, member.workers, "workers"),

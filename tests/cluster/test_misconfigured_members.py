@@ -219,3 +219,43 @@ def test_a_self_launch_refused_before_launching_can_be_tried_again(
         with pytest.raises(LaunchError, match="run it as a script file"):
             naiad.run(build, processes=2, transport="tcp")
     assert not runtime._self_launched
+
+
+def test_the_start_up_timeout_is_set_from_the_command_line(tmp_path: Path) -> None:
+    """The wait for peers was fixed at 30 s: members started by hand on several machines had
+    30 s to all come up, and '--connect-timeout' went to the script as one of its options."""
+    path = tmp_path / "script.py"
+    path.write_text(EXCHANGE)
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text(f"127.0.0.1:{free_port()}\n127.0.0.1:{free_port()}\n")
+    member = [*CLI, str(path), "-n", "2", "-p", "0", "--hostfile", str(hostfile)]
+    env = {**os.environ, "NAIAD_SECRET": "members"}
+    # process 1 never starts: process 0 names it once its own timeout has passed
+    done = subprocess.run(
+        [*member, "--connect-timeout", "1.5"], capture_output=True, text=True, env=env, timeout=25
+    )
+    assert done.returncode != 0 and "process 1" in done.stderr, done.stderr
+    assert "did not connect within 1.5 s" in done.stderr, done.stderr
+    # the same from the environment; a bad value is named before anything starts
+    done = subprocess.run(
+        member,
+        capture_output=True,
+        text=True,
+        env={**env, "NAIAD_CONNECT_TIMEOUT": "1"},
+        timeout=25,
+    )
+    assert "did not connect within 1 s" in done.stderr, done.stderr
+    for bad in ("0", "soon", "inf"):
+        done = subprocess.run(
+            [*member, "--connect-timeout", bad], capture_output=True, text=True, env=env, timeout=25
+        )
+        assert done.returncode == 2 and "--connect-timeout" in done.stderr, done.stderr
+        done = subprocess.run(
+            member,
+            capture_output=True,
+            text=True,
+            env={**env, "NAIAD_CONNECT_TIMEOUT": bad},
+            timeout=25,
+        )
+        assert done.returncode == 2 and "NAIAD_CONNECT_TIMEOUT" in done.stderr, done.stderr
+        assert "positive finite number" in done.stderr, done.stderr
