@@ -40,11 +40,17 @@ def undirected(edges: Collection) -> Collection:
 
 def nodes(edges: Collection) -> Collection:
     """The distinct endpoints of the edges."""
-    return (
-        edges.map_columns(lambda s, d: s, name="sources")
-        .concat(edges.map_columns(lambda s, d: d, name="targets"))
-        .distinct(name="nodes")
+    ends = edges.map_columns(lambda s, d: s, name="sources").concat(
+        edges.map_columns(lambda s, d: d, name="targets")
     )
+    return _distinct_values(ends, "nodes")
+
+
+def _distinct_values(values: Collection, name: str) -> Collection:
+    """The distinct records of a collection of nodes, each whole (a record of several fields
+    becomes one tuple value): a keyed ``distinct`` would take a tuple node's first field as
+    its key, and refuse tuple node ids of different lengths."""
+    return values.arrange_by_self(name + ".arrange").distinct(name)
 
 
 def propagate_min(
@@ -104,7 +110,7 @@ def _log_priority(labels: np.ndarray) -> np.ndarray:
 
 def _node_set(nodes: Collection, name: str) -> Collection:
     """A collection of nodes as a set of one-field records (a tuple node id stays whole)."""
-    return nodes.packed(name=name + ".packed").distinct(name=name)
+    return _distinct_values(nodes, name)
 
 
 def _at_zero(nodes: Collection) -> Collection:
@@ -118,8 +124,8 @@ def reachability(edges: Collection, roots: Collection) -> Collection:
     def body(reached: Collection) -> Collection:
         inner = edges.enter(reached.scope)
         step = reached.map_columns(lambda n: (n, n)).join(inner, name="reach.join")
-        return (
-            step.map_columns(lambda n, _, dst: dst).concat(reached).distinct(name="reach.distinct")
+        return _distinct_values(
+            step.map_columns(lambda n, _, dst: dst).concat(reached), "reach.distinct"
         )
 
     return _node_set(roots, "roots").iterate(body, name="reach")
@@ -235,7 +241,8 @@ def pagerank(edges: Collection, iterations: int = 20, alpha: float = 0.85) -> Co
     unrolled, one join and one sum each."""
     verts = nodes(edges)
     count = verts.map_columns(lambda n: np.zeros(len(n), np.int64)).count(name="pr.n")  # (0, N)
-    degree = edges.map_columns(lambda s, d: s).count(name="pr.degree")  # (src, outdeg)
+    sources = edges.map_columns(lambda s, d: s, name="pr.sources")
+    degree = sources.arrange_by_self("pr.degree.arrange").count("pr.degree")  # (src, outdeg)
     share = edges.join(degree, name="pr.share")  # (src, dst, deg)
     base = verts.map_columns(lambda n: (np.zeros(len(n), np.int64), n)).join(count, name="pr.base")
     teleport = base.map_columns(lambda _, n, total: (n, (1 - alpha) / total), name="pr.teleport")

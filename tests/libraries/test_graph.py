@@ -226,3 +226,46 @@ def test_prioritized_wcc_takes_ids_at_and_beyond_int64s_end(big: int) -> None:
         return graph.wcc(edges, prioritized=True).changes()
 
     assert sorted(r for r, _, _ in naiad.run(build)[0]) == [(5, 5), (6, 5), (big, 5)]
+
+
+def test_tuple_node_ids_of_different_lengths() -> None:
+    """Tuples of different lengths compare with each other, as node ids must; every keyed
+    ``distinct`` and ``count`` of nodes (nodes, roots, reached sets, out-degrees) refused them:
+    "records of different shapes (tuples of 2 and 3 fields, and single values) cannot be
+    keyed". The answers must be the integer graph's, relabelled."""
+
+    def ragged(n: int) -> tuple[int, ...]:
+        return (n,) * (1 + n % 3)  # the order of the ints, as ids 0..9 are below 10
+
+    changes = [[((0, 1), 1), ((1, 2), 1), ((2, 0), 1), ((3, 4), 1), ((4, 5), 1)], [((4, 5), -1)]]
+
+    def algorithms(node: Any) -> Any:
+        def build(scope: Any) -> Any:
+            edges = Collection.from_epochs(scope, relabel_epochs(changes, node))
+            roots = Collection.from_epochs(scope, [[(node(0), 1), (node(4), 1), (node(8), 1)]])
+            asks = Collection.from_epochs(scope, [[((node(1), node(2)), 1)]])
+            weighted = edges.map(lambda e: (e[0], e[1], 1))
+            return [
+                graph.wcc(edges).changes(),
+                graph.reachability(edges, roots).changes(),
+                graph.bfs(edges, roots).changes(),
+                graph.shortest_paths(weighted, roots).changes(),
+                graph.scc(edges).changes(),
+                graph.approximate_shortest_paths(edges, roots, asks).changes(),
+                graph.pagerank(edges, 3).changes(),
+            ]
+
+        return build
+
+    def relabel(record: Any, nodes: int) -> Any:  # the first ``nodes`` fields are nodes
+        if nodes == 0:
+            return ragged(record)
+        return tuple(ragged(x) if i < nodes else x for i, x in enumerate(record))
+
+    for workers in (1, 2):
+        got = naiad.run(algorithms(ragged), workers=workers)
+        want = naiad.run(algorithms(lambda n: n), workers=workers)
+        for i, nodes in enumerate([2, 0, 1, 1, 2, 2, 1]):  # node fields per algorithm's record
+            g = accumulate([r[i] for r in got], len(changes))
+            w = accumulate([r[i] for r in want], len(changes))
+            assert g == [Counter({relabel(k, nodes): c for k, c in e.items()}) for e in w], i
