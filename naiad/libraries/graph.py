@@ -5,6 +5,12 @@ paths); nodes are integers (other hashable values that compare with each other, 
 strings or tuples, work too, through dictionary encoding, more slowly). Every function
 returns a collection, so results update incrementally when edges change.
 
+An edge's multiplicity is its number of parallel copies (only ``pagerank`` counts them: a
+copy is one more out-link) and must never go negative: retracting an edge more often than it
+was inserted is not checked, gives meaningless answers, and may keep ``wcc`` (label
+propagation) iterating forever, as a negative self-loop cancels its node's label every other
+round.
+
 >>> import naiad
 >>> from naiad.differential import Collection
 >>> from naiad.libraries import graph

@@ -269,3 +269,48 @@ def test_tuple_node_ids_of_different_lengths() -> None:
             g = accumulate([r[i] for r in got], len(changes))
             w = accumulate([r[i] for r in want], len(changes))
             assert g == [Counter({relabel(k, nodes): c for k, c in e.items()}) for e in w], i
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_parallel_edges_count_only_in_pagerank(workers: int) -> None:
+    """As the module docstring says: a multiplicity above one is parallel edges, ignored by
+    the other algorithms (partly retracted, or inserted and retracted in one epoch) and one
+    more out-link each for pagerank."""
+    changes = [
+        [((0, 1), 3), ((1, 2), 2), ((2, 0), 2), ((1, 3), 1), ((3, 3), 2)],
+        [((0, 1), -2), ((1, 2), -1), ((3, 4), 1), ((3, 4), -1), ((3, 3), -1), ((3, 1), 1)],
+    ]
+
+    def build(scope: Any) -> Any:
+        edges = Collection.from_epochs(scope, changes)
+        roots = Collection.from_epochs(scope, [[(0, 1)]])
+        return [
+            graph.wcc(edges).changes(),
+            graph.bfs(edges, roots).changes(),
+            graph.scc(edges).changes(),
+            graph.pagerank(edges, 8).changes(),
+        ]
+
+    results = naiad.run(build, workers=workers)
+    wcc, hops, strong, ranks = (accumulate([r[i] for r in results], 2) for i in range(4))
+    counts: Counter[Any] = Counter()
+    for e, epoch in enumerate(changes):
+        for edge, n in epoch:
+            counts[edge] += n
+        multi = nx.MultiDiGraph([edge for edge, n in counts.items() for _ in range(n)])
+        simple = nx.DiGraph(multi)
+        assert wcc[e] == components(simple)
+        dist = nx.single_source_shortest_path_length(simple, 0)
+        assert hops[e] == Counter({(n, d): 1 for n, d in dist.items()})
+        comp = {n: i for i, c in enumerate(nx.strongly_connected_components(simple)) for n in c}
+        assert strong[e] == Counter({(a, b): 1 for a, b in simple.edges if comp[a] == comp[b]})
+        want = {n: 1 / len(multi) for n in multi}  # the docstring's 8 steps, parallel links
+        for _ in range(8):
+            step = {n: 0.15 / len(multi) for n in multi}
+            for a, b in multi.edges():
+                step[b] += 0.85 * want[a] / multi.out_degree(a)
+            want = step
+        got = {node: rank for node, rank in ranks[e]}
+        assert got.keys() == want.keys()
+        for node, rank in want.items():
+            assert got[node] == pytest.approx(rank, rel=1e-12)
