@@ -149,10 +149,11 @@ def bfs(edges: Collection, roots: Collection) -> Collection:
     return start.iterate(body, name="bfs")
 
 
-def shortest_paths(edges: Collection, roots: Collection, delta: int | None = None) -> Collection:
+def shortest_paths(edges: Collection, roots: Collection) -> Collection:
     """``(node, distance)`` over weighted ``(src, dst, weight)`` edges (weights >= 0), from any
-    root (Bellman-Ford, seed 002 Figure 19). With ``delta``, the roots' distances enter in
-    priority order ``distance // delta`` (prioritized iteration)."""
+    root (Bellman-Ford, seed 002 Figure 19). Not prioritized: a priority orders only what
+    enters the loop, and here only the roots enter, all at distance 0 (delta-stepping would
+    need the priorities of the distances found inside the loop)."""
     start = _at_zero(_node_set(roots, "roots"))
 
     def body(dist: Collection) -> Collection:
@@ -160,8 +161,7 @@ def shortest_paths(edges: Collection, roots: Collection, delta: int | None = Non
         step = dist.join(inner, name="sp.join").map_columns(lambda n, d, dst, w: (dst, _plus(d, w)))
         return step.concat(dist).min(name="sp.min")
 
-    priority = (lambda n, d: d // delta) if delta else None
-    return start.iterate(body, priority=priority, name="sp")
+    return start.iterate(body, name="sp")
 
 
 def _plus(a: np.ndarray, b: np.ndarray) -> np.ndarray:
