@@ -35,6 +35,12 @@ class ChangeBatch:
         updates = self._updates
         updates[key] = updates.get(key, 0) + delta
 
+    def add(self, key: Any, delta: int) -> int:
+        """Like :meth:`update`, and returns the new sum of the changes to ``key``."""
+        updates = self._updates
+        total = updates[key] = updates.get(key, 0) + delta
+        return total
+
     def extend(self, updates: Iterable[tuple[Any, int]]) -> None:
         for key, delta in updates:
             self.update(key, delta)

@@ -54,6 +54,18 @@ dominated by one, and (by safety) every truly active one is ``V``-active or domi
 active in the view with the held updates applied, what rule 3 holds could not move the local
 frontier either (the property rules 1 and 2 have).
 
+Checking the rules. A search for what holds a decrement walks the active pointstamps (rule
+2) and the resident occurrences (rule 3) of every location that reaches it; searching every
+held decrement on every batch, as the check once did, made a run quadratic in the epochs in
+flight. Each held decrement keeps what a search found for it, its *witness*, and is searched
+again only once that witness went away: a view witness (rule 2) when a received batch leaves
+its count at zero or below (the view changes nowhere else while the buffer holds anything; a
+flush empties the buffer and forgets every witness), a resident one (rule 3) when its count
+here, or its count in the view with the held updates applied, is no longer positive. Shards
+count their mailboxes without telling the actor, so resident witnesses are checked again, in
+O(1) each, at every check. A valid witness satisfies its rule and a decrement without one
+gets the full search, so the decisions are those of searching every held decrement.
+
 Central accumulator (optional, ``hub=0``). Instead of broadcasting, every other process
 sends its flushed batches to the hub only and applies nothing locally until the hub sends it
 back; the hub adds each received batch, whole, to its own outgoing buffer, and flushes that
@@ -79,7 +91,8 @@ from naiad.progress.reachability import Reachability, Tracker
 log = logging.getLogger(__name__)
 
 FrontierListener = Callable[[list[int]], None]
-Changes = list[tuple[tuple[int, Any], int]]
+Pointstamp = tuple[int, Any]  # (location, time)
+Changes = list[tuple[Pointstamp, int]]
 # send(peer process, dataflow, sequence number, changes)
 Broadcast = Callable[[int, int, int, Changes], None]
 
@@ -92,6 +105,15 @@ class _Registered:
     # Per location, {time: count} of the occurrences this process knows to be outstanding in
     # the true global state (see "Resident occurrences" above), or None without accumulation.
     local: list[dict[Any, int]] | None = None
+    # The hold check's memory (see "Checking the rules" above), emptied by every flush: each
+    # held decrement (a key whose sum in ``outgoing`` is negative) with its witness, the
+    # pointstamp that holds it and whether it is resident (rule 3) or active in the view
+    # (rule 2), or None while it has none.
+    held: dict[Pointstamp, tuple[Pointstamp, bool] | None] = field(default_factory=dict)
+    unchecked: set[Pointstamp] = field(default_factory=set)  # the held with no witness
+    # A view witness -> the decrements it was found to hold (some may hold by another since).
+    dependents: dict[Pointstamp, list[Pointstamp]] = field(default_factory=dict)
+    by_resident: set[Pointstamp] = field(default_factory=set)  # the held by a resident
 
 
 @dataclass
@@ -224,14 +246,25 @@ class ProgressActor:
             self.batches_applied += 1
             self._report(registered)
             return
-        local = registered.local
-        if local is None:
+        if not self._holds:
             registered.outgoing.extend(changes)
+            self._flush(dataflow, registered)
+            return
+        local = registered.local
+        if local is None:  # the hub, without local accumulation
+            self._hold(registered, changes)
         else:
-            update = registered.outgoing.update
+            add = registered.outgoing.add
+            held = registered.held
             is_target = registered.tracker.reachability.is_target
             for key, delta in changes:
-                update(key, delta)
+                # _hold, inlined: this runs for every update a worker submits
+                if add(key, delta) < 0:
+                    if key not in held:
+                        held[key] = None
+                        registered.unchecked.add(key)
+                elif key in held:
+                    self._release(registered, key)
                 loc, time = key
                 if not is_target[loc]:  # a capability of a local shard
                     at = local[loc]
@@ -240,8 +273,31 @@ class ProgressActor:
                         at[time] = count
                     else:
                         del at[time]
-        if not self._holds or self._must_flush(registered):
+        if self._must_flush(registered):
             self._flush(dataflow, registered)
+
+    @staticmethod
+    def _hold(registered: _Registered, changes: Iterable[tuple[Pointstamp, int]]) -> None:
+        """Adds ``changes`` to the outgoing buffer, keeping track of its decrements."""
+        add = registered.outgoing.add
+        held = registered.held
+        for key, delta in changes:
+            if add(key, delta) < 0:
+                if key not in held:
+                    held[key] = None
+                    registered.unchecked.add(key)
+            elif key in held:
+                ProgressActor._release(registered, key)
+
+    @staticmethod
+    def _release(registered: _Registered, key: Pointstamp) -> None:
+        """Forgets ``key`` as a held decrement (its sum is no longer negative); an entry of
+        ``dependents`` naming it goes stale, and is skipped."""
+        witness = registered.held.pop(key)
+        if witness is None:
+            registered.unchecked.discard(key)
+        elif witness[1]:
+            registered.by_resident.discard(key)
 
     def flush(self, dataflow: int) -> None:
         """Broadcasts the held updates of ``dataflow`` now."""
@@ -251,6 +307,11 @@ class ProgressActor:
 
     def _flush(self, dataflow: int, registered: _Registered) -> None:
         changes = registered.outgoing.drain()  # positives first
+        if registered.held or registered.dependents:
+            registered.held = {}
+            registered.unchecked = set()
+            registered.dependents = {}
+            registered.by_resident = set()
         if not changes:
             return
         # Updates of one location side by side: the wire format packs runs of them tightly.
@@ -276,31 +337,84 @@ class ProgressActor:
         self._report(registered)
 
     def _must_flush(self, registered: _Registered) -> bool:
+        """Whether a held decrement satisfies none of rules 2 and 3 (see "Checking the
+        rules" above: only the decrements without a witness are searched)."""
+        held = registered.held
+        if not held:
+            return False
         tracker = registered.tracker
-        for (loc, time), delta in registered.outgoing:
-            if (
-                delta < 0
-                # the cheap rule first: the resident scan walks every waiting time of
-                # every location that reaches ``loc`` (quadratic when run for each)
-                and not self._dominated(tracker, loc, time)
-                and not self._resident_below(registered, loc, time)
-            ):
-                return True
+        unchecked = registered.unchecked
+        by_resident = registered.by_resident
+        if by_resident:
+            # Mailboxes count their messages without telling the actor: every resident
+            # witness is checked again, in O(1).
+            local = registered.local
+            assert local is not None
+            outgoing = registered.outgoing
+            gone = []
+            for key in by_resident:
+                witness = held[key]
+                assert witness is not None
+                q = witness[0]
+                if local[q[0]].get(q[1], 0) <= 0 or tracker.count(*q) + outgoing.get(q) <= 0:
+                    gone.append(key)
+            for key in gone:
+                by_resident.discard(key)
+                held[key] = None
+                unchecked.add(key)
+        while unchecked:
+            key = unchecked.pop()
+            loc, time = key
+            # the cheap rule first: the resident scan walks every waiting time of every
+            # location that reaches ``loc``
+            found = self._dominated(tracker, loc, time)
+            if found is not None:
+                held[key] = (found, False)
+                waiting = registered.dependents.get(found)
+                if waiting is None:
+                    registered.dependents[found] = [key]
+                else:
+                    waiting.append(key)
+                continue
+            found = self._resident_below(registered, loc, time)
+            if found is not None:
+                held[key] = (found, True)
+                by_resident.add(key)
+                continue
+            unchecked.add(key)
+            return True
         return False
 
     @staticmethod
-    def _dominated(tracker: Tracker, loc: int, time: Any) -> bool:
-        """Whether an active pointstamp other than ``(loc, time)`` could-result-in it."""
-        return tracker.dominated(loc, time)
+    def _view_changed(registered: _Registered, changes: Changes) -> None:
+        """After ``changes`` were applied to the view: the held decrements whose view witness
+        is no longer active have no witness any more."""
+        dependents = registered.dependents
+        count = registered.tracker.count
+        held = registered.held
+        for key, _ in changes:
+            waiting = dependents.get(key)
+            if waiting is not None and count(*key) <= 0:
+                del dependents[key]
+                for d in waiting:
+                    if held.get(d) == (key, False):
+                        held[d] = None
+                        registered.unchecked.add(d)
 
     @staticmethod
-    def _resident_below(registered: _Registered, loc: int, time: Any) -> bool:
-        """Whether a resident occurrence ``q`` that could-result-in ``(loc, time)`` (``q`` may
-        be that pointstamp itself) is also active in the local view with the held updates
-        applied."""
+    def _dominated(tracker: Tracker, loc: int, time: Any) -> Pointstamp | None:
+        """An active pointstamp other than ``(loc, time)`` that could-result-in it (rule 2),
+        or None."""
+        return tracker.dominator(loc, time)
+
+    @staticmethod
+    def _resident_below(registered: _Registered, loc: int, time: Any) -> Pointstamp | None:
+        """A resident occurrence ``q`` that could-result-in ``(loc, time)`` (``q`` may be that
+        pointstamp itself) and is also active in the local view with the held updates applied
+        (rule 3), or None."""
         local = registered.local
         if local is None:
-            return False
+            return None
         tracker = registered.tracker
         held = registered.outgoing
         for other, applies in tracker.reaching(loc):
@@ -312,8 +426,8 @@ class ProgressActor:
                     continue
                 for apply in applies:
                     if le(t if apply is None else apply(t), time):
-                        return True
-        return False
+                        return other, t
+        return None
 
     # --- remote batches --------------------------------------------------------------------------
     def receive(self, sender: int, seq: int, dataflow: int, changes: Changes) -> None:
@@ -342,7 +456,7 @@ class ProgressActor:
             return
         if self.hub == self.process:
             # The hub merges a spoke's batch, whole, into what it broadcasts.
-            registered.outgoing.extend(changes)
+            self._hold(registered, changes)
             if self._must_flush(registered):
                 self._flush(dataflow, registered)
             return
@@ -350,7 +464,9 @@ class ProgressActor:
         for (loc, time), delta in changes:
             tracker.update(loc, time, delta)
         self.batches_applied += 1
-        if not registered.outgoing.is_empty() and self._must_flush(registered):
+        if registered.dependents:
+            self._view_changed(registered, changes)
+        if registered.held and self._must_flush(registered):
             self._flush(dataflow, registered)
         else:
             self._report(registered)

@@ -302,6 +302,10 @@ class Tracker:
         >>> tr.dominated(r.source(a, 0), 3)  # itself does not count
         False
         """
+        return self.dominator(loc, time) is not None
+
+    def dominator(self, loc: int, time: Any) -> tuple[int, Any] | None:
+        """An active pointstamp other than ``(loc, time)`` that could-result-in it, or None."""
         counts = self._counts
         for other, applies in self._reaching[loc]:
             at = counts[other]
@@ -311,8 +315,8 @@ class Tracker:
                 if count > 0 and not (other == loc and t == time):
                     for apply in applies:
                         if le(t if apply is None else apply(t), time):
-                            return True
-        return False
+                            return other, t
+        return None
 
     def reaching(self, loc: int) -> list[tuple[int, tuple[Any, ...]]]:
         """The locations that can reach ``loc`` (itself included), each with its minimal path
