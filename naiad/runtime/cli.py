@@ -85,15 +85,17 @@ def _run_member(
     script: str, script_args: list[str], workers: int, processes: int, index: int, hosts: str
 ) -> int:
     addresses = launch.parse_addresses(hosts)
+    # launch errors like the others (main prints them and exits with 2): a bare SystemExit
+    # exited with 1, the status of a script that failed
     if len(addresses) != processes:
-        raise SystemExit(
-            f"naiad: the hostfile lists {len(addresses)} processes, -n says {processes}"
+        raise launch.LaunchError(
+            f"the hostfile lists {len(addresses)} processes, -n says {processes}"
         )
     if not 0 <= index < processes:
-        raise SystemExit(f"naiad: -p {index} is not in 0..{processes - 1}")
+        raise launch.LaunchError(f"-p {index} is not in 0..{processes - 1}")
     if launch.read_secret() is None:
-        raise SystemExit(
-            f"naiad: set {launch.ENV_SECRET} or {launch.ENV_SECRET_FILE} on every machine"
+        raise launch.LaunchError(
+            f"set {launch.ENV_SECRET} or {launch.ENV_SECRET_FILE} on every machine"
         )
     os.environ.update(
         {

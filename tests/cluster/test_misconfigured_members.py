@@ -259,3 +259,34 @@ def test_the_start_up_timeout_is_set_from_the_command_line(tmp_path: Path) -> No
         )
         assert done.returncode == 2 and "NAIAD_CONNECT_TIMEOUT" in done.stderr, done.stderr
         assert "positive finite number" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("options", "secret", "message"),
+    [
+        (["-n", "2", "-p", "2"], "s", "-p 2 is not in 0..1"),
+        (["-n", "3", "-p", "0"], "s", "the hostfile lists 2 processes, -n says 3"),
+        (["-n", "2", "-p", "0"], None, "set NAIAD_SECRET or NAIAD_SECRET_FILE on every machine"),
+    ],
+)
+def test_a_member_misconfigured_on_its_command_line_exits_with_2(
+    tmp_path: Path, options: list[str], secret: str | None, message: str
+) -> None:
+    """These exited with 1, the status of a script that failed, where every other launch
+    error exits with 2 (the usage status)."""
+    path = tmp_path / "script.py"
+    path.write_text(EXCHANGE)
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text(f"127.0.0.1:{free_port()}\n127.0.0.1:{free_port()}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NAIAD_SECRET")}
+    if secret is not None:
+        env["NAIAD_SECRET"] = secret
+    done = subprocess.run(
+        [*CLI, str(path), *options, "--hostfile", str(hostfile)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 2 and f"naiad: {message}" in done.stderr, done.stderr
+    assert not done.stdout
