@@ -265,8 +265,14 @@ def test_the_event_loop_survives_a_failed_runtime() -> None:
 @pytest.mark.parametrize("records", [[1.5, 2.5], ["a", "b"]])
 def test_an_exchange_key_that_is_not_an_integer_is_named(records: list[Any]) -> None:
     with pytest.raises(TypeError, match=r"key\(record\) must return an integer, not") as info:
-        naiad.run(lambda s: s.from_epochs([records]).exchange(key=lambda x: x).collect(), workers=2)
-    assert "naiad: raised in operator" in "".join(getattr(info.value, "__notes__", []))
+        naiad.run(
+            lambda s: s.from_epochs([records]).exchange(key=lambda x: x, name="by_value").collect(),
+            workers=2,
+        )
+    notes = "".join(getattr(info.value, "__notes__", []))
+    assert "naiad: raised in operator 'from_epochs'" in notes
+    # the exchange itself is named too (its error said only "exchange:")
+    assert "while routing records to operator 'by_value'" in notes
     still_works()
 
 

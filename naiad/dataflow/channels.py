@@ -174,13 +174,14 @@ class LocalPusher:
 class ExchangePusher:
     """Partitions each batch and pushes every part to the pusher of its worker."""
 
-    __slots__ = ("encoders", "pact", "peers", "pushers")
+    __slots__ = ("encoders", "pact", "peers", "pushers", "target")
 
     shares = False  # a list is split into new lists (a single worker is wired without one)
 
-    def __init__(self, pact: Exchange, pushers: list[Any]) -> None:
+    def __init__(self, pact: Exchange, pushers: list[Any], target: str = "") -> None:
         self.pact = pact
         self.pushers = pushers
+        self.target = target  # the name of the operator the records are routed to
         self.peers = len(pushers)
         # per worker, the encoder of a pusher to another process (``encoded``), else None;
         # None altogether when every worker is in this process
@@ -189,7 +190,12 @@ class ExchangePusher:
 
     def push(self, time: Any, batch: Any) -> None:
         pushers, encoders = self.pushers, self.encoders
-        parts = self.pact.partition(batch, self.peers)
+        try:
+            parts = self.pact.partition(batch, self.peers)
+        except Exception as exc:
+            # raised in the sender's callback, which the error names: say which exchange too
+            exc.add_note(f"naiad: while routing records to operator {self.target!r}")
+            raise
         if encoders is None or len(parts) <= 1:
             for worker, part in parts:
                 pushers[worker].push(time, part)

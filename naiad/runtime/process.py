@@ -404,7 +404,8 @@ class Process:
                                     buffer,
                                 )
                             )
-                    output.pushers.append(ExchangePusher(edge.pact, pushers))
+                    into = instance.shards[local][dst].name
+                    output.pushers.append(ExchangePusher(edge.pact, pushers, into))
                 else:
                     raise BuildError(f"unknown channel kind {edge.pact!r}")
 
