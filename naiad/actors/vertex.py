@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from naiad.actors.actor import MAX_CUT_THROUGH_DEPTH, Actor
 from naiad.actors.supervision import annotate, stopped
-from naiad.progress.antichain import MutableAntichain, TimeQueue, le
+from naiad.progress.antichain import INDEX_ABOVE, MutableAntichain, TimeQueue, le
 from naiad.progress.capability import Capability, CapabilityError
 from naiad.progress.change_batch import ChangeBatch
 from naiad.progress.timestamp import as_time_like, same_shape
@@ -200,11 +200,6 @@ def _bad_capability(shard: VertexShard, cap: Capability) -> None:
     )
 
 
-_INDEX_ABOVE = 16
-"""How many pending notifications a shard tests one by one per activation before it indexes
-them in a :class:`TimeQueue`."""
-
-
 class VertexShard(Actor):
     """The actor that runs one worker's instance of one operator."""
 
@@ -377,7 +372,7 @@ class VertexShard(Actor):
             # (a TimeQueue): an activation then costs the times it delivers, not a test of
             # every pending time (a prioritized loop waits on one time per priority).
             waiting = self.waiting
-            if waiting is None and len(pending) > _INDEX_ABOVE:
+            if waiting is None and len(pending) > INDEX_ABOVE:
                 waiting = self.waiting = TimeQueue(pending)
             if waiting is None:
                 ready = [t for t in pending if not self._blocked(t)]

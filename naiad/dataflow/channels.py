@@ -178,7 +178,7 @@ class ExchangePusher:
 
     shares = False  # a list is split into new lists (a single worker is wired without one)
 
-    def __init__(self, pact: Exchange, pushers: list[Any], target: str = "") -> None:
+    def __init__(self, pact: Exchange, pushers: list[Any], target: str) -> None:
         self.pact = pact
         self.pushers = pushers
         self.target = target  # the name of the operator the records are routed to

@@ -23,7 +23,7 @@ from naiad.differential import lattice
 from naiad.differential.trace import Batch, Spine, TraceHandle
 from naiad.differential.updates import Updates, route
 from naiad.operators.input import ImportVertex
-from naiad.progress.antichain import MutableAntichain, TimeQueue
+from naiad.progress.antichain import TimeQueue
 from naiad.progress.capability import Capability
 from naiad.progress.timestamp import less_equal
 
@@ -118,14 +118,6 @@ class ArrangeVertex(Vertex):
                 parts.append(part)
             self.held.add(cap)
 
-    def _ready(self, incomplete: MutableAntichain) -> list[Any]:
-        """The pending times that ``incomplete`` no longer holds back (taken out of the index),
-        least first."""
-        return self.times.pop_ready([incomplete.frontier])
-
-    def _least_pending(self) -> list[Any]:
-        return self.times.minimal()
-
     def on_frontier(self) -> None:
         spine = self.spine
         incomplete = self.frontier(0)
@@ -134,7 +126,7 @@ class ArrangeVertex(Vertex):
             return
         sealed = False
         if self.pending:
-            ready = self._ready(incomplete)
+            ready = self.times.pop_ready([incomplete.frontier])  # least first
             if ready:
                 # one batch per held capability: a time goes to the first held time (in row
                 # order) at or before it
@@ -156,7 +148,7 @@ class ArrangeVertex(Vertex):
                         self.send(caps[i], batch)
             # hold exactly the least times still pending: a capability taken for a message
             # whose updates all lie later must not stay behind (it would block the frontier)
-            self.held.reset_times(self._least_pending())
+            self.held.reset_times(self.times.minimal())
         if not sealed:  # no updates, but the upper moves: readers (imports) must hear of it
             spine.advance_upper(frontier)
         if not len(frontier):

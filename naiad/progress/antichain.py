@@ -173,7 +173,7 @@ class MutableAntichain:
                 self._present = None  # empty: back to the plain pass while there are few
         else:
             positive = [t for t, c in counts.items() if c > 0]
-            if len(positive) > _INDEX_ABOVE:
+            if len(positive) > INDEX_ABOVE:
                 present = self._present = TimeQueue(positive)
                 new_frontier = present.minimal()
             else:
@@ -189,9 +189,10 @@ class MutableAntichain:
         return f"MutableAntichain(frontier={self._frontier!r})"
 
 
-_INDEX_ABOVE = 16
-"""How many present elements a frontier is rebuilt from by one plain pass before a
-:class:`MutableAntichain` indexes them in a :class:`TimeQueue` (the pass is cheaper for few)."""
+INDEX_ABOVE = 16
+"""Up to how many times a plain pass over them is cheaper than a :class:`TimeQueue`: a
+:class:`MutableAntichain` indexes its present elements, and a vertex its pending
+notifications, once there are more."""
 
 _TOTAL, _STAIRS, _OTHER = 0, 1, 2
 
@@ -346,42 +347,36 @@ class TimeQueue:
                 self.discard(t)
             ready.sort()
             return ready
-        queued, pop = self._queued, heapq.heappop
         ready = []
         if kind == _TOTAL:
             # a total order: the members below the least element, a prefix of the heap
-            heap = self._heap
-            least = min(elements) if elements else None
-            while heap:
-                t = heap[0]
-                if t in members:
-                    if least is not None and not t < least:
-                        break
-                    members.remove(t)
-                    ready.append(t)
-                queued.discard(pop(heap))  # taken, or stale
+            self._take_below(self._heap, min(elements) if elements else None, False, ready)
             return ready
         # Product(e, k) is held back exactly when k >= the least counter of the elements at
         # epochs <= e: per epoch, a prefix of its heap
         stairs = self._stairs
         for outer in list(stairs):
-            bound = None
-            for f in elements:
-                if f.outer <= outer and (bound is None or f.inner < bound):
-                    bound = f.inner
+            counters = [f.inner for f in elements if f.outer <= outer]
             heap = stairs[outer]
-            while heap:
-                t = heap[0]
-                if t in members:
-                    if bound is not None and not t.inner < bound:
-                        break
-                    members.remove(t)
-                    ready.append(t)
-                queued.discard(pop(heap))
+            self._take_below(heap, min(counters) if counters else None, True, ready)
             if not heap:
                 del stairs[outer]
         ready.sort()
         return ready
+
+    def _take_below(self, heap: list[Any], bound: Any, inner: bool, ready: list[Any]) -> None:
+        """Moves the members at the top of ``heap`` that lie below ``bound`` (their counter,
+        with ``inner``; all, if ``bound`` is None) into ``ready``, least first, dropping the
+        stale entries on the way."""
+        members, queued, pop = self._members, self._queued, heapq.heappop
+        while heap:
+            t = heap[0]
+            if t in members:
+                if bound is not None and not (t.inner if inner else t) < bound:
+                    break
+                members.remove(t)
+                ready.append(t)
+            queued.discard(pop(heap))  # taken, or stale
 
 
 def _minimal(elements: list[Any]) -> list[Any]:

@@ -17,7 +17,8 @@ class ChangeBatch:
     """Sums of count changes per key.
 
     >>> b = ChangeBatch()
-    >>> b.update(("op", 1), 1); b.update(("op", 0), -1); b.update(("op", 1), -1)
+    >>> b.update(("op", 1), 1), b.update(("op", 0), -1), b.update(("op", 1), -1)
+    (1, -1, 0)
     >>> b.drain()
     [(('op', 0), -1)]
     >>> b.is_empty()
@@ -31,12 +32,8 @@ class ChangeBatch:
         for key, delta in updates:
             self.update(key, delta)
 
-    def update(self, key: Any, delta: int) -> None:
-        updates = self._updates
-        updates[key] = updates.get(key, 0) + delta
-
-    def add(self, key: Any, delta: int) -> int:
-        """Like :meth:`update`, and returns the new sum of the changes to ``key``."""
+    def update(self, key: Any, delta: int) -> int:
+        """Adds ``delta`` to ``key``'s changes; returns their new sum."""
         updates = self._updates
         total = updates[key] = updates.get(key, 0) + delta
         return total

@@ -236,8 +236,8 @@ class ProgressActor:
         return self._dataflows[dataflow].local
 
     # --- local batches ---------------------------------------------------------------------------
-    def submit(self, dataflow: int, changes: Iterable[tuple[tuple[int, Any], int]]) -> None:
-        """Takes one worker's progress batch (whole)."""
+    def submit(self, dataflow: int, changes: Changes) -> None:
+        """Takes one worker's progress batch (whole; a list: it is read twice)."""
         registered = self._dataflows[dataflow]
         if self.processes == 1:
             tracker = registered.tracker
@@ -250,22 +250,11 @@ class ProgressActor:
             registered.outgoing.extend(changes)
             self._flush(dataflow, registered)
             return
+        self._hold(registered, changes)
         local = registered.local
-        if local is None:  # the hub, without local accumulation
-            self._hold(registered, changes)
-        else:
-            add = registered.outgoing.add
-            held = registered.held
+        if local is not None:  # (None: the hub, without local accumulation)
             is_target = registered.tracker.reachability.is_target
-            for key, delta in changes:
-                # _hold, inlined: this runs for every update a worker submits
-                if add(key, delta) < 0:
-                    if key not in held:
-                        held[key] = None
-                        registered.unchecked.add(key)
-                elif key in held:
-                    self._release(registered, key)
-                loc, time = key
+            for (loc, time), delta in changes:
                 if not is_target[loc]:  # a capability of a local shard
                     at = local[loc]
                     count = at.get(time, 0) + delta
@@ -279,7 +268,7 @@ class ProgressActor:
     @staticmethod
     def _hold(registered: _Registered, changes: Iterable[tuple[Pointstamp, int]]) -> None:
         """Adds ``changes`` to the outgoing buffer, keeping track of its decrements."""
-        add = registered.outgoing.add
+        add = registered.outgoing.update
         held = registered.held
         for key, delta in changes:
             if add(key, delta) < 0:

@@ -142,12 +142,12 @@ def connect_timeout(env: os._Environ[str] | dict[str, str] = os.environ) -> floa
         raise LaunchError(str(exc)) from None
 
 
-def checked_timeout(value: object, what: str) -> float:
+def checked_timeout(value: str | float, what: str) -> float:
     """``value`` as a number of seconds (positive and finite), or a ``ValueError`` naming
     ``what``."""
     try:
-        seconds = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+        seconds = float(value)
+    except ValueError:
         seconds = math.nan
     if isinstance(value, bool) or not 0 < seconds < math.inf:
         raise ValueError(f"{what}={value!r}: seconds, a positive finite number")

@@ -100,7 +100,7 @@ def test_mutable_antichain_with_many_elements(data: Any, index_above: int) -> No
     family = data.draw(families)
     all_batches = data.draw(many_batches(family))
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(antichain, "_INDEX_ABOVE", index_above)
+        mp.setattr(antichain, "INDEX_ABOVE", index_above)
         m = MutableAntichain()
         counts: Counter = Counter()
         previous: set[Any] = set()
