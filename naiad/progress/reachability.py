@@ -333,6 +333,25 @@ class Tracker:
             if c > 0
         ]
 
+    def holders(self) -> list[tuple[int, Any, int]]:
+        """The active pointstamps that no other active one could-result-in, as ``(location,
+        time, count)``: what holds every frontier back (a capability on an output, messages
+        not yet consumed on an input). Empty exactly when the tracker is idle. For diagnosis:
+        it costs a :meth:`dominator` search per active pointstamp.
+
+        >>> g = GraphBuilder()
+        >>> a = g.add_node("in", 0, 1); b = g.add_node("out", 1, 0); g.add_edge((a, 0), (b, 0))
+        >>> r = g.build(); tr = Tracker(r)
+        >>> tr.update(r.source(a, 0), 3, 1); tr.update(r.target(b, 0), 4, 2)
+        >>> tr.holders() == [(r.source(a, 0), 3, 1)]  # the messages at 4 wait for it
+        True
+        """
+        return [
+            (loc, time, count)
+            for loc, time, count in self.active_pointstamps()
+            if self.dominator(loc, time) is None
+        ]
+
     def pointstamps(self) -> list[tuple[int, Any, int]]:
         """Every pointstamp with a nonzero count, as ``(location, time, count)``."""
         return [(loc, t, c) for loc, counts in enumerate(self._counts) for t, c in counts.items()]

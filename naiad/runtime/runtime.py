@@ -17,11 +17,13 @@ whoever awaits the runtime (``__aexit__``, ``Dataflow.finished``, a probe).
 from __future__ import annotations
 
 import asyncio
+import logging
 import numbers
 import os
 import socket
 import subprocess
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any
 
 from naiad.actors.supervision import DataflowStopped, interrupted, stopped
@@ -34,6 +36,24 @@ from naiad.transport.inproc import InProcNetwork
 
 Build = Callable[[Scope], Any]
 TRANSPORTS = ("inproc", "tcp")
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A pointstamp that holds a dataflow back (see :meth:`Dataflow.holders`)."""
+
+    operator: str
+    port: int
+    kind: str  # "capability" (held on an output) or "messages" (waiting at an input)
+    time: Any
+    count: int
+
+    def __str__(self) -> str:
+        if self.kind == "capability":
+            what = "capability" if self.count == 1 else f"{self.count} capabilities"
+            return f"{what} at time {self.time!r} on output {self.port} of {self.operator!r}"
+        what = "message batch" if self.count == 1 else f"{self.count} message batches"
+        return f"{what} at time {self.time!r} waiting at input {self.port} of {self.operator!r}"
 
 
 class Dataflow:
@@ -73,10 +93,69 @@ class Dataflow:
         completed (every pointstamp retired), or it failed (``finished()`` raises why)."""
         return all(i.complete.done() for i in self.instances)
 
-    async def finished(self) -> None:
-        """Waits until the dataflow completes (all inputs closed and drained)."""
+    async def finished(self, timeout: float | None = None) -> None:
+        """Waits until the dataflow completes (all inputs closed and drained). With a
+        ``timeout`` (seconds), raises ``TimeoutError`` naming what still holds it
+        (:meth:`holders`) if it has not completed by then; the dataflow goes on running."""
+        if timeout is None:
+            for instance in self.instances:
+                await asyncio.shield(instance.complete)
+            return
+        try:
+            await asyncio.wait_for(self._completion(), timeout)
+        except TimeoutError:
+            raise TimeoutError(
+                f"dataflow {self.name!r} did not complete within {timeout} s; "
+                + self._describe_holders()
+            ) from None
+
+    async def _completion(self) -> None:
         for instance in self.instances:
             await asyncio.shield(instance.complete)
+
+    def holders(self) -> list[Holder]:
+        """What keeps this dataflow from completing, as this process's progress tracker sees
+        it: the pointstamps that nothing else in the dataflow could still precede -- a
+        capability some operator (or an input handle, or a ``retain``\\ ed capability)
+        holds, or messages waiting for an operator. Empty once it has ended. For diagnosing a
+        dataflow that does not finish, e.g. a capability kept past the end of its input:
+
+        >>> import asyncio, naiad
+        >>> class Keeper(naiad.Vertex):
+        ...     def on_start(self, cap):
+        ...         self.kept = cap.retain()  # never dropped
+        ...     def on_recv(self, port, cap, batch):
+        ...         pass
+        >>> keeper = Keeper()
+        >>> async def main():
+        ...     async with naiad.Runtime() as rt:
+        ...         df = rt.dataflow(lambda s: s.from_epochs([[1]]).unary(keeper, name="keeper"))
+        ...         await asyncio.sleep(0.05)
+        ...         print([str(h) for h in df.holders()])
+        ...         keeper.kept.drop()  # else the runtime would wait for it for ever
+        >>> asyncio.run(main())
+        ["capability at time 0 on output 0 of 'keeper'"]
+        """
+        if self.done:
+            return []
+        progress = self.instances[0].process.progress
+        if progress.finished(self.id):
+            return []
+        tracker = progress.tracker(self.id)
+        locations = tracker.reachability.locations
+        names = tracker.reachability.node_names
+        found = []
+        for loc, time, count in tracker.holders():
+            node, port, is_source = locations[loc]
+            kind = "capability" if is_source else "messages"
+            found.append(Holder(names[node], port, kind, time, count))
+        return found
+
+    def _describe_holders(self) -> str:
+        found = self.holders()
+        if not found:
+            return "nothing holds it any more"
+        return "held by: " + "; ".join(map(str, found))
 
     def close_inputs(self, imports: bool = True) -> None:
         """Closes every input handle of every local worker that is still open, and (with
@@ -85,6 +164,9 @@ class Dataflow:
         for instance in self.instances:
             instance.close_inputs(imports)
 
+
+STALL_WARNING = 10.0
+logger = logging.getLogger("naiad.runtime")
 
 CLOSED = "this runtime has stopped (its 'async with' block ended): a runtime runs once"
 
@@ -167,6 +249,9 @@ class Runtime:
         self._started = False
         self._closed = False  # stopped: a runtime runs once
         self._children: list[subprocess.Popen[bytes]] = []
+        self.stall_warning: float | None = STALL_WARNING
+        """Seconds without progress after which waiting for dataflows at exit warns (None:
+        never); see :meth:`wait_idle`."""
 
     @property
     def peers(self) -> int:
@@ -348,13 +433,45 @@ class Runtime:
             raise self._failure
 
     async def wait_idle(self) -> None:
-        """Waits until every dataflow has completed; raises the first failure."""
+        """Waits until every dataflow has completed; raises the first failure. A dataflow
+        whose :meth:`Dataflow.holders` stay the same for ``stall_warning`` seconds of this
+        wait is reported in a warning (logger ``naiad.runtime``) naming them, once per
+        change of holders: the ``async with`` block's exit waits for every dataflow, which
+        never completes while a capability is kept past the end of its input."""
         while self.dataflows:
             dataflow = next(iter(self.dataflows.values()))
-            await dataflow.finished()
+            await self._finished_or_warn(dataflow)
             self.dataflows.pop(dataflow.id, None)
         if self._failure is not None:
             raise self._failure
+
+    async def _finished_or_warn(self, dataflow: Dataflow) -> None:
+        interval = self.stall_warning
+        if interval is None:
+            await dataflow.finished()
+            return
+        completion = asyncio.ensure_future(dataflow._completion())
+        try:
+            seen: list[Holder] | None = None
+            warned: list[Holder] | None = None
+            waited = 0.0
+            while not (await asyncio.wait({completion}, timeout=interval))[0]:
+                waited += interval
+                held = dataflow.holders()
+                if held and held == seen and held != warned:
+                    logger.warning(
+                        "dataflow %r has not completed after %.3g s and nothing has moved "
+                        "for %.3g s; %s",
+                        dataflow.name,
+                        waited,
+                        interval,
+                        dataflow._describe_holders(),
+                    )
+                    warned = held
+                seen = held
+            completion.result()
+        finally:
+            completion.cancel()
 
     def _fail(self, exc: BaseException) -> None:
         if self._failure is None:

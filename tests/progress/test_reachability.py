@@ -340,6 +340,22 @@ def run_tracker(model: Model, batches) -> None:
 
         assert tracker.is_idle() == (not active)
         assert tracker.active == len(active)
+
+        # c. the holders: the active pointstamps no other active one reaches (path search)
+        holders = [
+            (loc, t)
+            for loc, t in active
+            if not any(
+                less_equal(m, t)
+                for other in active
+                if other != (loc, t)
+                for m in model.paths_from(*other).get(loc, [])
+            )
+        ]
+        got = tracker.holders()
+        expected_holders = [(loc, t, counts[loc, t]) for loc, t in holders]
+        assert sorted(map(repr, got)) == sorted(map(repr, expected_holders))
+        assert bool(got) == bool(active)  # no cycle of pointstamps holding each other
         assert sorted(map(repr, tracker.pointstamps())) == sorted(
             repr((loc, t, c)) for (loc, t), c in counts.items() if c
         )
