@@ -10,8 +10,14 @@ capability is dropped the dataflow completes with its full output.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import logging
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -205,3 +211,54 @@ async def test_no_warning_for_a_dataflow_that_keeps_moving(
         df = rt.dataflow(build)
     assert df.results[0] == [(e, e) for e in range(25)]
     assert [r.getMessage() for r in caplog.records if r.name == "naiad.runtime"] == []
+
+
+CLUSTER_SCRIPT = """
+import asyncio, os, naiad
+from test_stall_diagnosis import Keeper, build_keeper, release_all
+
+async def main():
+    kept = []
+    process = int(os.environ["NAIAD_PROCESS"])
+    async with naiad.Runtime() as rt:
+        df = rt.dataflow(build_keeper(5, kept))
+        try:  # process 1 looks first; process 0, which holds the capability, later
+            await df.finished(timeout=1.0 if process else 3.0)
+        except TimeoutError as exc:
+            print(f"process {process}: {exc}", flush=True)
+        release_all(kept)
+        await df.finished(timeout=30)
+    print(f"process {process} done {sorted(r for part in df.results for r in part)}", flush=True)
+
+asyncio.run(main())
+"""
+
+
+def test_real_processes_name_a_capability_held_in_another_process(tmp_path: Any) -> None:
+    """Process 1 names the capability worker 0 keeps in process 0 (its tracker sees the
+    whole cluster's pointstamps), over TCP."""
+    script = tmp_path / "keeper.py"
+    script.write_text(CLUSTER_SCRIPT)
+    here = str(Path(__file__).resolve().parent)
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, here])}
+    run = subprocess.run(
+        [sys.executable, "-m", "naiad.runtime.cli", "run", str(script), "-w", "1", "-n", "2"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    for process in (0, 1):
+        held = (
+            f"process {process}: dataflow 'dataflow' did not complete within "
+            f"{3.0 if process == 0 else 1.0} s; held by: capability at time 5 on output 0 of "
+            "'keeper'"
+        )
+        assert held in run.stdout, run.stdout
+        # one worker per process: each received its share of the epochs' records
+        assert f"process {process} done" in run.stdout
+    parts = re.findall(r"done (\[.*?\])", run.stdout)
+    got = sorted(r for part in parts for r in ast.literal_eval(part))
+    assert got == [(0, 1), (0, 2), (1, 3)]
