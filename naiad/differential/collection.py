@@ -19,8 +19,10 @@ Routing uses :func:`~naiad.differential.updates.stable_hash`, equal in every pro
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Iterable
-from typing import Any
+from inspect import signature as signature_of
+from typing import Any, cast
 
 import numpy as np
 
@@ -38,8 +40,8 @@ from naiad.differential.updates import (
     records_of,
     reject_nan,
     route_records,
-    take_rows,
     time_matrix,
+    updates_from_rows,
 )
 from naiad.operators.input import InputHandle, check_ordered, check_reiterable
 from naiad.operators.probe import ProbeHandle
@@ -219,10 +221,39 @@ class Collection:
                 for y in f(x):
                     out.append(y)
                     index.append(i)
-            rows = np.array(index, dtype=np.int64)
-            if not out:
-                return Updates((np.zeros(0, dtype=np.int64),), u.times[:0], u.diffs[:0])
-            return Updates(columns_of(out), take_rows(u.times, rows), u.diffs[rows])
+            return updates_from_rows(out, index, u.times, u.diffs)
+
+        return self._apply(apply, name)
+
+    def explode(
+        self, f: Callable[[Any], Iterable[tuple[Any, int]]], name: str = "explode"
+    ) -> Collection:
+        """Every record replaced by the records of ``f(record)``, an iterable of ``(output
+        record, multiplier)`` pairs: each output changes by the input's diff times its
+        multiplier (an integer; 0 drops the output, a negative one flips the sign). One
+        Python call per record, at any loop depth.
+
+        >>> import naiad
+        >>> def build(scope):
+        ...     c = Collection.from_epochs(scope, [[(("a", 3), 1)], [(("a", 3), -1)]])
+        ...     return c.explode(lambda r: [(r[0], r[1]), ("total", 1)]).consolidate().changes()
+        >>> naiad.run(build)
+        [[('a', 0, 3), ('total', 0, 1), ('a', 1, -3), ('total', 1, -1)]]
+        """
+        check_function(f, 1, name, "f(record)")
+
+        def apply(u: Updates) -> Updates:
+            out: list[Any] = []
+            index: list[int] = []
+            multipliers: list[int] = []
+            for i, x in enumerate(records_of(u.data)):
+                for pair in iterable_result(f(x), name, f"f({x!r})"):
+                    y, m = exploded(pair, x, name)
+                    if m:
+                        out.append(y)
+                        index.append(i)
+                        multipliers.append(m)
+            return updates_from_rows(out, index, u.times, u.diffs, multipliers)
 
         return self._apply(apply, name)
 
@@ -442,6 +473,65 @@ def integer_diffs(diffs: Any, n: int) -> np.ndarray:
     if d.shape != (n,):
         raise ValueError(f"{n} records need {n} diffs, not an array of shape {d.shape}")
     return d.astype(np.int64)
+
+
+def check_function(f: Any, arity: int, name: str, call: str) -> None:
+    """Refuses, while the dataflow is built, a function argument that is not callable or
+    cannot take ``arity`` positional arguments (a builtin whose signature is unknown passes).
+
+    >>> check_function(len, 1, "explode", "f(record)")
+    >>> check_function(lambda k, v: v, 3, "join_map", "f(key, left, right)")
+    Traceback (most recent call last):
+    ...
+    TypeError: join_map: f(key, left, right) is called with 3 arguments, but <lambda> takes (k, v)
+    """
+    if not callable(f):
+        raise TypeError(f"{name}: {call.partition('(')[0]} must be a function, not {f!r}")
+    try:
+        signature = signature_of(f)
+    except (TypeError, ValueError):  # some builtins and extension types have none
+        return
+    try:
+        signature.bind(*range(arity))
+    except TypeError:
+        label = getattr(f, "__name__", type(f).__name__)
+        raise TypeError(
+            f"{name}: {call} is called with {arity} argument{'s' if arity > 1 else ''}, but "
+            f"{label} takes {signature}"
+        ) from None
+
+
+def iterable_result(result: Any, name: str, call: str) -> Iterable[Any]:
+    """``result`` if it can be iterated over; a ``TypeError`` naming the operator if not."""
+    try:
+        iter(result)
+    except TypeError:
+        raise TypeError(f"{name}: {call} must return an iterable, not {result!r}") from None
+    return cast(Iterable[Any], result)
+
+
+def exploded(pair: Any, record: Any, name: str) -> tuple[Any, int]:
+    """An ``(output record, multiplier)`` pair of ``explode``, checked: the multiplier is an
+    integer within int64 (a bool or a float is refused rather than counted).
+
+    >>> exploded(("a", 2), "x", "explode")
+    ('a', 2)
+    >>> exploded(("a", 0.5), "x", "explode")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    TypeError: explode: f('x') must yield (record, multiplier) pairs with integer ...
+    """
+    if type(pair) is tuple and len(pair) == 2:
+        y, m = pair
+        if type(m) is int or (isinstance(m, numbers.Integral) and not isinstance(m, bool)):
+            m = int(m)
+            if -(2**63) <= m < 2**63:
+                return y, m
+            raise OverflowError(f"{name}: multiplier {m} for {y!r} is beyond int64")
+    raise TypeError(
+        f"{name}: f({record!r}) must yield (record, multiplier) pairs with integer "
+        f"multipliers, not {pair!r}"
+    )
 
 
 def check_record(record: Any) -> None:

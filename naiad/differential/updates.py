@@ -391,6 +391,30 @@ def take_rows(matrix: np.ndarray, index: np.ndarray | slice) -> np.ndarray:
     return matrix.take(index, axis=0)
 
 
+def updates_from_rows(
+    records: list[Any],
+    rows: list[int],
+    times: np.ndarray,
+    diffs: np.ndarray,
+    multipliers: list[int] | None = None,
+) -> Updates:
+    """``records[i]`` at the time and diff of row ``rows[i]`` of ``times`` and ``diffs`` (the
+    diff times ``multipliers[i]`` if given): how ``flat_map``, ``explode`` and ``join_core``
+    turn what a user function made per input row back into a batch.
+
+    >>> u = updates_from_rows(["a", "b"], [1, 1], np.array([[0], [5]]), np.array([1, 3]), [1, -2])
+    >>> u.to_records()
+    [('a', 5, 3), ('b', 5, -6)]
+    """
+    if not records:
+        return Updates((np.zeros(0, dtype=np.int64),), times[:0], diffs[:0])
+    index = np.array(rows, dtype=np.int64)
+    out_diffs = diffs[index]
+    if multipliers is not None:
+        out_diffs = out_diffs * np.array(multipliers, dtype=np.int64)
+    return Updates(columns_of(records), take_rows(times, index), out_diffs)
+
+
 def group_starts(keys: np.ndarray) -> np.ndarray:
     """Where each run of equal values of a sorted column starts.
 
