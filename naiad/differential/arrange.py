@@ -12,6 +12,7 @@ Records are rows of columns: the first column is the key, the others the value.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -217,6 +218,49 @@ class Arranged:
         from naiad.differential.join import join_arranged
 
         return join_arranged(self, _arranged(other), name)
+
+    def join_core(
+        self,
+        other: Arranged | Collection,
+        f: Callable[[Any, Any, Any], Iterable[Any]],
+        name: str = "join_core",
+    ) -> Collection:
+        """For every pair of records with equal keys, the records of ``f(key, value,
+        other value)`` (an iterable: none, one or several), each at the pair's time with the
+        product of their diffs. A value is what ``reduce`` hands over: the one field after the
+        key, a tuple of the fields after it if there are several, ``()`` for a record that is
+        a key only. Unlike ``join`` (columnar), this costs one Python call per matched pair.
+
+        >>> import naiad
+        >>> from naiad.differential import Collection
+        >>> def build(scope):
+        ...     a = Collection.from_epochs(scope, [[((1, "x"), 1), ((2, "y"), 1)]])
+        ...     b = Collection.from_epochs(scope, [[((1, 10), 1), ((1, 20), 1), ((2, 5), 1)]])
+        ...     big = lambda k, s, n: [(k, s * (n // 10))] if n >= 10 else []
+        ...     return a.arrange_by_key().join_core(b, big).changes()
+        >>> naiad.run(build)
+        [[((1, 'x'), 0, 1), ((1, 'xx'), 0, 1)]]
+        """
+        return self._join_with(other, f, True, name)
+
+    def join_map(
+        self,
+        other: Arranged | Collection,
+        f: Callable[[Any, Any, Any], Any],
+        name: str = "join_map",
+    ) -> Collection:
+        """``f(key, value, other value)`` for every pair of records with equal keys: one
+        output record per pair (see :meth:`join_core` for the values and the cost)."""
+        return self._join_with(other, f, False, name)
+
+    def _join_with(
+        self, other: Arranged | Collection, f: Callable[..., Any], many: bool, name: str
+    ) -> Collection:
+        from naiad.differential.collection import check_function
+        from naiad.differential.join import PairFunction, join_arranged
+
+        check_function(f, 3, name, "f(key, value, other value)")
+        return join_arranged(self, _arranged(other), name, pairs=PairFunction(f, many, name))
 
     def semijoin(self, other: Arranged | Collection, name: str = "semijoin") -> Collection:
         """The records whose key is in ``other`` (a collection is arranged by whole records)."""

@@ -346,6 +346,38 @@ class Collection:
         """``(key, *values, *other values)`` for every pair of records with equal keys."""
         return self.arrange_by_key(name + ".arrange").join(other, name)
 
+    def join_map(
+        self,
+        other: Collection | Arranged,
+        f: Callable[[Any, Any, Any], Any],
+        name: str = "join_map",
+    ) -> Collection:
+        """``f(key, value, other value)`` for every pair of records with equal keys, one
+        output record per pair, at the pair's time with the product of their diffs. A value
+        is what ``reduce`` hands over: the one field after the key, a tuple of the fields
+        after it if there are several, ``()`` for a record that is a key only. Unlike
+        ``join`` (columnar), this costs one Python call per matched pair.
+
+        >>> import naiad
+        >>> def build(scope):
+        ...     a = Collection.from_epochs(scope, [[((1, "x", 2), 1)]])
+        ...     b = Collection.from_epochs(scope, [[(1, 1)]])  # a key alone: its value is ()
+        ...     return a.join_map(b, lambda k, v, w: (k, v, w)).changes()
+        >>> naiad.run(build)
+        [[((1, ('x', 2), ()), 0, 1)]]
+        """
+        return self.arrange_by_key(name + ".arrange").join_map(other, f, name)
+
+    def join_core(
+        self,
+        other: Collection | Arranged,
+        f: Callable[[Any, Any, Any], Iterable[Any]],
+        name: str = "join_core",
+    ) -> Collection:
+        """The records of ``f(key, value, other value)`` (an iterable) for every pair of
+        records with equal keys (as :meth:`Arranged.join_core`)."""
+        return self.arrange_by_key(name + ".arrange").join_core(other, f, name)
+
     def semijoin(self, keys: Collection | Arranged, name: str = "semijoin") -> Collection:
         """The records whose key is in ``keys`` (multiplicities multiply: pass a set); a
         collection of ``keys`` is arranged by whole records (:meth:`arrange_by_self`), so a

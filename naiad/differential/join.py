@@ -11,6 +11,7 @@ upper bound) of the two times, with the product of the diffs.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -18,6 +19,7 @@ import numpy as np
 from naiad.actors.vertex import Vertex
 from naiad.dataflow.channels import Pipeline
 from naiad.differential import lattice
+from naiad.differential.collection import iterable_result
 from naiad.differential.trace import (
     SMALL_KEYS,
     Batch,
@@ -25,7 +27,15 @@ from naiad.differential.trace import (
     TraceHandle,
     expand_ranges,
 )
-from naiad.differential.updates import INTERNER, Updates, rounds_as_float, take_rows
+from naiad.differential.updates import (
+    INTERNER,
+    Updates,
+    columns_of,
+    records_of,
+    rounds_as_float,
+    take_rows,
+    updates_from_rows,
+)
 from naiad.progress.capability import Capability
 
 if TYPE_CHECKING:
@@ -88,10 +98,12 @@ class JoinVertex(Vertex):
         spines: tuple[Spine, Spine],
         handles: tuple[TraceHandle, TraceHandle],
         right_values: bool,
+        pairs: PairFunction | None = None,
     ) -> None:
         self.spines = spines
         self.handles = handles
         self.right_values = right_values
+        self.pairs = pairs
         self.lex = spines[0].lex
 
     def on_recv(self, port: int, cap: Capability, batch: Batch) -> None:
@@ -121,7 +133,12 @@ class JoinVertex(Vertex):
         if self.right_values:
             cols += [right.decode(k + 1, v[j]) for k, v in enumerate(right.vals)]
         times = lattice.join(take_rows(left.times, i), take_rows(right.times, j), self.lex)
-        return Updates(tuple(cols), times, left.diffs[i] * right.diffs[j])
+        diffs = left.diffs[i] * right.diffs[j]
+        if self.pairs is not None:
+            n = 1 + len(left.vals)
+            out = self.pairs(cols[0], cols[1:n], cols[n:], times, diffs)
+            return out if len(out) else None
+        return Updates(tuple(cols), times, diffs)
 
     def _recode(self, batch: Batch) -> Batch:
         """A batch's keys as interned codes when the other side's are (mixed key types)."""
@@ -155,8 +172,53 @@ class JoinVertex(Vertex):
         return [h.acknowledged for h in self.handles]
 
 
+class PairFunction:
+    """The user's function of ``join_map`` (``many``: ``join_core``), applied to the matched
+    pairs of a batch: ``f(key, left value, right value)``, one Python call per pair. A value
+    is what ``reduce`` hands over: the one field after the key, a tuple of the fields after
+    it if several, ``()`` for a record that is a key only."""
+
+    def __init__(self, f: Callable[[Any, Any, Any], Any], many: bool, name: str) -> None:
+        self.f, self.many, self.name = f, many, name
+
+    def __call__(
+        self,
+        keys: np.ndarray,
+        left: Sequence[np.ndarray],
+        right: Sequence[np.ndarray],
+        times: np.ndarray,
+        diffs: np.ndarray,
+    ) -> Updates:
+        f = self.f
+        n = len(keys)
+        triples = zip(
+            keys.tolist(),
+            records_of(left) if left else [()] * n,
+            records_of(right) if right else [()] * n,
+            strict=True,
+        )
+        if not self.many:
+            return Updates(columns_of([f(k, a, b) for k, a, b in triples]), times, diffs)
+        out: list[Any] = []
+        rows: list[int] = []
+        for row, (k, a, b) in enumerate(triples):
+            result = f(k, a, b)
+            if isinstance(result, list):  # the usual case, checked for free
+                out += result
+                rows += [row] * len(result)
+            else:
+                for y in iterable_result(result, self.name, f"f({k!r}, {a!r}, {b!r})"):
+                    out.append(y)
+                    rows.append(row)
+        return updates_from_rows(out, rows, times, diffs)
+
+
 def join_arranged(
-    left: Arranged, right: Arranged, name: str, right_values: bool = True
+    left: Arranged,
+    right: Arranged,
+    name: str,
+    right_values: bool = True,
+    pairs: PairFunction | None = None,
 ) -> Collection:
     from naiad.differential.collection import Collection
 
@@ -175,7 +237,7 @@ def join_arranged(
     handles = (left.handle(), right.handle())
     for h in handles:
         h.set_physical_compaction(-1)  # nothing read yet: the spines keep new batches apart
-    vertex = JoinVertex((left.spine, right.spine), handles, right_values)
+    vertex = JoinVertex((left.spine, right.spine), handles, right_values, pairs)
     node = left.scope.add_operator(
         name, vertex, [(left.stream, Pipeline()), (right.stream, Pipeline())]
     )
