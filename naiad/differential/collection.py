@@ -43,11 +43,11 @@ from naiad.differential.updates import (
     time_matrix,
     updates_from_rows,
 )
-from naiad.operators.input import InputHandle, check_ordered, check_reiterable
+from naiad.operators.input import InputError, InputHandle, check_ordered, check_reiterable
 from naiad.operators.probe import ProbeHandle
 from naiad.operators.stream import Stream
 from naiad.progress.capability import Capability
-from naiad.progress.timestamp import as_time, depth
+from naiad.progress.timestamp import as_time, depth, less_equal
 from naiad.transport.codec import check_sendable
 
 
@@ -697,8 +697,9 @@ class _ViewVertex(Vertex):
 class InputSession:
     """Buffers this worker's changes and sends them as one batch per flush.
 
-    ``insert``, ``remove`` and ``update`` stage changes at the current epoch; ``flush`` sends
-    what is staged; ``advance_to`` flushes and moves to a later epoch; ``close`` ends input.
+    ``insert``, ``remove`` and ``update`` stage changes at the current epoch, ``update_at``
+    at a later time; ``flush`` sends what is staged; ``advance_to`` flushes and moves to a
+    later epoch; ``close`` ends input.
     """
 
     def __init__(self, handle: InputHandle, scope_depth: int) -> None:
@@ -712,12 +713,53 @@ class InputSession:
         return self.handle.epoch
 
     def update(self, record: Any, diff: int) -> None:
+        """Stages a change of ``record``'s multiplicity by ``diff`` at the current epoch."""
+        self._stage(record, self.handle.epoch, diff)
+
+    def update_at(self, record: Any, time: Any, diff: int) -> None:
+        """Stages a change of ``record``'s multiplicity by ``diff`` at ``time``, which must
+        not be earlier than the current epoch. It is sent with the next ``flush`` (or
+        ``advance_to``) in a message at the current epoch, holding its own time: the
+        capability of the session's epoch covers every later time, and downstream operators
+        keep each update at its time. The session may then advance past ``time``.
+
+        >>> import asyncio, naiad
+        >>> async def main():
+        ...     async with naiad.Runtime() as rt:
+        ...         def build(scope):
+        ...             session, collection = Collection.new_input(scope)
+        ...             return session, collection.changes()
+        ...         session, out = rt.dataflow(build).results[0]
+        ...         session.update_at("later", 3, 1)
+        ...         session.insert("now")
+        ...         session.advance_to(5)
+        ...     return out
+        >>> asyncio.run(main())
+        [('now', 0, 1), ('later', 3, 1)]
+        """
+        epoch = self.handle.epoch
+        at = as_time(time, self._depth, f"input {self.handle.name!r}: update_at's time")
+        if not less_equal(epoch, at):
+            raise InputError(
+                f"input {self.handle.name!r}: update_at at time {at!r}, before the session's "
+                f"epoch {epoch!r} (times before it may already be complete)"
+            )
+        try:
+            time_matrix([at], self._depth)
+        except OverflowError:
+            raise ValueError(
+                f"input {self.handle.name!r}: update_at's time {at!r} is beyond the int64 "
+                "range of a collection's times"
+            ) from None
+        self._stage(record, at, diff)
+
+    def _stage(self, record: Any, time: Any, diff: int) -> None:
         if not isinstance(diff, int | np.integer) or isinstance(diff, bool):
             raise TypeError(f"a diff is an integer, not {diff!r}")
         check_record(record)
         if self.handle.spans_processes:
             check_sendable(record)  # flush would fail on it, after staging what came before
-        self._staged.append((record, self.handle.epoch, int(diff)))
+        self._staged.append((record, time, int(diff)))
 
     def insert(self, record: Any) -> None:
         self.update(record, 1)
