@@ -103,6 +103,33 @@ class _Changes(_Consolidate):
         self.out.extend(sorted(merged.to_records(self.lex), key=lambda u: (u[1], repr(u[0]))))
 
 
+class _AssertEmpty(_Consolidate):
+    """Fails the dataflow at the first completed time at which changes (consolidated
+    upstream) arrive (a sink). ``what`` words the message from the changes at that time."""
+
+    def __init__(
+        self, lex: tuple[bool, ...], what: Callable[[Any, list[tuple[Any, int]]], str]
+    ) -> None:
+        super().__init__(lex)
+        self.what = what
+
+    def on_notify(self, cap: Capability) -> None:
+        batches = self.pending.pop(cap.time)
+        merged = batches[0].concat(*batches[1:]).consolidate()
+        if len(merged):
+            changes = sorted(((r, d) for r, _, d in merged.to_records()), key=repr)
+            raise AssertionError(
+                f"{self.name}: at time {cap.time!r}, {self.what(cap.time, changes)}"
+            )
+
+
+def _listed(changes: list[tuple[Any, int]], shown: int = 5) -> str:
+    """The first ``shown`` of ``(record, diff)`` changes as text."""
+    text = ", ".join(f"{r!r}: {d:+d}" for r, d in changes[:shown])
+    more = len(changes) - shown
+    return "{" + text + (f", ... ({more} more)" if more > 0 else "") + "}"
+
+
 class Collection:
     """A collection that changes over time: a stream of ``Updates`` batches.
 
@@ -310,6 +337,83 @@ class Collection:
 
         return Collection(self.stream.inspect_batch(each, name))
 
+    def inspect_batch(
+        self, f: Callable[[Any, list[tuple[Any, Any, int]]], None], name: str = "inspect_batch"
+    ) -> Collection:
+        """Calls ``f(time, updates)`` once per message, with the message's time and its
+        ``(record, time, diff)`` updates (each at or after the message's time); passes
+        them on.
+
+        >>> import naiad
+        >>> seen = []
+        >>> def build(scope):
+        ...     c = Collection.from_epochs(scope, [[("a", 1), ("b", 2)], [("a", -1)]])
+        ...     return c.inspect_batch(lambda t, batch: seen.append((t, batch))).changes()
+        >>> _ = naiad.run(build)
+        >>> seen
+        [(0, [('a', 0, 1), ('b', 0, 2)]), (1, [('a', 1, -1)])]
+        """
+        check_function(f, 2, name, "f(time, updates)")
+        lex = lattice.scope_lex(self.scope)
+        return Collection(
+            self.stream.inspect_batch(lambda t, batch: f(t, batch.to_records(lex)), name)
+        )
+
+    def assert_empty(self, name: str = "assert_empty") -> None:
+        """Fails the dataflow with an ``AssertionError`` at the first completed time at which
+        this collection is not empty, naming the time and its first records (a test helper:
+        it consolidates the collection, routing records by their data).
+
+        >>> import naiad
+        >>> def build(scope):
+        ...     c = Collection.from_epochs(scope, [[], [("a", 1), ("a", -1)], [("b", 2)]])
+        ...     c.assert_empty()
+        >>> naiad.run(build)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        AssertionError: assert_empty: at time 2, the collection is not empty: ... {'b': +2}
+        naiad: raised in operator 'assert_empty' on worker 0 being notified at time 2
+        """
+        self._assert_empty(
+            lambda _t, changes: f"the collection is not empty: it changes by {_listed(changes)}",
+            name,
+        )
+
+    def assert_eq(self, other: Collection, name: str = "assert_eq") -> None:
+        """Fails the dataflow with an ``AssertionError`` at the first completed time at which
+        this collection and ``other`` differ, naming the time and the first records that
+        differ, with how many more of each this collection holds than ``other`` (a test
+        helper: it consolidates the difference of the two).
+
+        >>> import naiad
+        >>> def build(scope):
+        ...     a = Collection.from_epochs(scope, [[(1, 1), (2, 1)], [(3, 1)]])
+        ...     b = Collection.from_epochs(scope, [[(2, 1), (1, 1)], [(3, 2)]])
+        ...     a.assert_eq(b)
+        >>> naiad.run(build)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        AssertionError: assert_eq: at time 1, the collections differ: ... {3: -1}
+        naiad: raised in operator 'assert_eq' on worker 0 being notified at time 1
+        """
+        if not isinstance(other, Collection):
+            raise TypeError(f"{name}: other must be a Collection, not {type(other).__name__}")
+        self.concat(other.negate(name + ".negate"), name=name + ".concat")._assert_empty(
+            lambda _t, changes: (
+                "the collections differ: this one holds more (+) or fewer (-) of these records "
+                f"than the other: {_listed(changes)}"
+            ),
+            name,
+        )
+
+    def _assert_empty(self, what: Callable[[Any, list[tuple[Any, int]]], str], name: str) -> None:
+        # consolidated where the records live; what is left (nothing, while the check
+        # passes) is gathered on worker 0, which sees the times in order: the error names
+        # the first time that differs, not whichever a worker reached first
+        changes = self.consolidate(name + ".consolidate").stream
+        vertex = _AssertEmpty(lattice.scope_lex(self.scope), what)
+        self.stream.scope.add_operator(name, vertex, [(changes, _gathered())], outputs=0)
+
     # --- stateful ------------------------------------------------------------------------------
     def consolidate(self, name: str = "consolidate") -> Collection:
         """Equal records at equal times summed, zeros dropped, once each time is complete."""
@@ -483,9 +587,14 @@ class Collection:
         view.wait(time)``, then ``view.at(time)``). With ``gather`` every worker's records
         are sent to worker 0's view."""
         view = View(lattice.scope_lex(self.scope))
-        pact = Exchange(keys=lambda u: np.zeros(len(u), dtype=np.int64)) if gather else Pipeline()
+        pact = _gathered() if gather else Pipeline()
         self.stream.scope.add_operator(name, _ViewVertex(view), [(self.stream, pact)], outputs=0)
         return view
+
+
+def _gathered() -> Exchange:
+    """Every update sent to worker 0."""
+    return Exchange(keys=lambda u: np.zeros(len(u), dtype=np.int64))
 
 
 def integer_diffs(diffs: Any, n: int) -> np.ndarray:
