@@ -19,6 +19,14 @@ the accumulated ``(key, values, count)`` rows sorted by key and value; ``reduce(
 the user's ``f(key, [(value, count), ...])`` once per key (the documented per-key price).
 The operator holds capabilities only for the minimal pending times, so when nothing is
 pending its output frontier is the input's (a reduce that defers no work holds none).
+
+``count``, ``distinct`` and ``threshold`` are *per-record* logics (``Logic.per_record``): a
+record's output depends on its own count alone. For them the unit pending and evaluated is
+the whole record, not its key: the traces (sorted by key, then values) are searched for the
+records themselves (:meth:`~naiad.differential.trace.Batch.record_ranges`), so a change
+costs its own records' history, however many records share its key, as in differential
+dataflow, where these operators are keyed by the whole record. ``sum``, ``min``, ``max`` and
+``reduce(f)`` stay per key: their output depends on every value of the key.
 """
 
 from __future__ import annotations
@@ -47,6 +55,7 @@ from naiad.differential.updates import (
     object_column,
     records_of,
     reject_nan_values,
+    sorted_groups,
     take_rows,
     time_groups,
     unique_sorted,
@@ -67,7 +76,13 @@ class Logic:
 
     Keys are in the input spine's representation (interned codes, or numbers); value columns
     are given decoded, and returned as raw columns (numbers or Python objects).
+
+    ``per_record``: the output rows of a record ``(key, *values)`` depend on that record's own
+    count alone, and begin with the record. The operator then evaluates records, not keys:
+    a change costs the history of the records it touches, however many share their key.
     """
+
+    per_record = False
 
     def __call__(
         self,
@@ -82,6 +97,8 @@ class Logic:
 class CountLogic(Logic):
     """``(record, count)`` for every record with a non-zero count."""
 
+    per_record = True
+
     def __call__(
         self, keys: np.ndarray, vals: Columns, counts: np.ndarray, decode_key: Decoder
     ) -> Rows:
@@ -91,6 +108,8 @@ class CountLogic(Logic):
 class ThresholdLogic(Logic):
     """Each record with multiplicity ``f(count)`` (``f`` gets and returns a numpy array of
     counts); ``f=None`` is ``distinct``: multiplicity 1 for every positive count."""
+
+    per_record = True
 
     def __init__(self, f: Callable[[np.ndarray], Any] | None) -> None:
         self.f = f
@@ -271,9 +290,9 @@ def _pairs(key: Any, result: Any) -> list[tuple[Any, int]]:
 
 
 def _accumulate(
-    spine: Spine, keys: np.ndarray, t: np.ndarray, gathered: tuple[Any, ...]
+    spine: Spine, t: np.ndarray, gathered: tuple[Any, ...]
 ) -> tuple[np.ndarray, tuple[np.ndarray, ...], np.ndarray]:
-    """The accumulated (key, values, count) rows of ``keys`` at time ``t``."""
+    """The accumulated (key, values, count) rows of the ``gathered`` history at time ``t``."""
     k, vals, times, diffs = gathered
     mask = lattice.less_equal(times, t[None, :], spine.lex)
     k, vals, diffs = k[mask], tuple(v[mask] for v in vals), diffs[mask]
@@ -283,26 +302,71 @@ def _accumulate(
 
 
 def _interesting(
-    keys: np.ndarray,
+    groups: Columns,
     t: np.ndarray,
     gathered_in: tuple[Any, ...],
-    gathered_out: tuple[Any, ...],
+    out_groups: Columns,
+    out_times: np.ndarray,
     lex: tuple[bool, ...],
     advanced_to: int,
-) -> tuple[np.ndarray, np.ndarray]:
-    """The joins of ``t`` with every time in the keys' input and output history (those not
-    equal to ``t``): where the outputs of ``keys`` may change next. With integer times,
-    only history times up to ``advanced_to`` (see :func:`_advanced_to`)."""
-    k = np.concatenate([gathered_in[0], gathered_out[0]]).astype(keys.dtype)
-    times = np.concatenate([gathered_in[2], gathered_out[2]])
-    if not len(k):
-        return k, times
+) -> tuple[Columns, np.ndarray]:
+    """The joins of ``t`` with every time in the groups' input and output history (those not
+    equal to ``t``): where the outputs of ``groups`` may change next. ``out_groups`` are the
+    output history's group columns as the input stores them. With integer times, only
+    history times up to ``advanced_to`` (see :func:`_advanced_to`)."""
+    in_groups = (gathered_in[0], *gathered_in[1][: len(groups) - 1])
+    cols = tuple(
+        np.concatenate([a, b]).astype(g.dtype, copy=False)
+        for g, a, b in zip(groups, in_groups, out_groups, strict=True)
+    )
+    times = np.concatenate([gathered_in[2], out_times])
+    if not len(times):
+        return cols, times
     # join(time, t) differs from t exactly when time is not <= t (a column-wise test: far
     # cheaper than comparing the joined rows with t, a reduction along the short axis)
     new = ~lattice.less_equal(times, t[None, :], lex)
     if times.shape[1] == 1:
         new &= times[:, 0] <= advanced_to
-    return k[new], lattice.join(take_rows(times, new), t[None, :], lex)
+    return tuple(c[new] for c in cols), lattice.join(take_rows(times, new), t[None, :], lex)
+
+
+def _distinct_groups(parts: list[Columns]) -> Columns:
+    """The distinct groups (keys, or whole records) among ``parts``, sorted as a batch sorts
+    its rows.
+
+    >>> [c.tolist() for c in _distinct_groups([(np.array([2, 1]), np.array([5, 7])),
+    ...                                        (np.array([2]), np.array([5]))])]
+    [[1, 2], [7, 5]]
+    """
+    cols = parts[0]
+    if len(parts) > 1:
+        cols = tuple(np.concatenate(c) for c in zip(*parts, strict=True))
+    if len(cols) == 1:
+        return (unique_sorted(cols[0]),)
+    order, starts = sorted_groups(cols)
+    picked = order[starts]
+    return tuple(c[picked] for c in cols)
+
+
+def _recoded(col: np.ndarray, was: bool | None, now: bool | None) -> np.ndarray:
+    """A column of stored values (codes when ``was``) in the representation ``now`` stands
+    for: the same values, interned or not (``None``: no representation yet, kept as is)."""
+    if was is None or now is None or was == now or not len(col):
+        return col
+    if now:
+        return INTERNER.encode(col.astype(object))
+    return np.array(INTERNER.decode(col).tolist())
+
+
+def _fresh_columns(
+    fresh: set[tuple[Any, ...]], dtypes: list[np.dtype[Any]], depth: int
+) -> tuple[Columns, np.ndarray]:
+    """``(*group, *time row)`` tuples as group columns (of ``dtypes``) and a time matrix."""
+    rows = list(fresh)
+    width = len(dtypes)
+    cols = tuple(np.array([r[i] for r in rows], dtype=d) for i, d in enumerate(dtypes))
+    times = np.array([r[width:] for r in rows], dtype=np.int64).reshape(len(rows), depth)
+    return cols, times
 
 
 def _advanced_to(*spines: Spine) -> int:
@@ -320,6 +384,9 @@ def _advanced_to(*spines: Spine) -> int:
 
 
 class ReduceVertex(Vertex):
+    """Evaluates groups at times: keys, or for a ``per_record`` logic whole records (the key
+    and every value column), so that a change costs the history of its own records."""
+
     def __init__(
         self, source: Spine, handle: TraceHandle, output: Spine, own: TraceHandle, logic: Logic
     ) -> None:
@@ -330,20 +397,21 @@ class ReduceVertex(Vertex):
             own,
             logic,
         )
-        # pending (key, time) pairs, per time: a frontier move takes the completed times and
+        # pending (group, time) pairs, per time: a frontier move takes the completed times and
         # leaves the others untouched (a prioritized loop has many later ones waiting)
-        self.pending: dict[Any, list[np.ndarray]] = {}
+        self.pending: dict[Any, list[Columns]] = {}
         # the pending times indexed: the ready ones and the least ones cost the times taken,
         # not a pass over every pending time (n priorities in flight made that n**2)
         self.times = TimeQueue()
         self.held = HeldTimes(source.lex, source.depth)
-        self.key_encoded: bool | None = None
+        # per group column, whether the pending groups hold interned codes (None: unknown)
+        self.group_encoded: list[bool | None] = [None]
 
     def dataflow_stopped(self, failure: BaseException) -> None:
         self.output.stop(failure)  # imports of this reduction must not wait for more
 
-    def _add_pending(self, keys: np.ndarray, times: np.ndarray) -> list[Any]:
-        """Makes the ``(key, time)`` pairs pending; the times that were not pending before."""
+    def _add_pending(self, groups: Columns, times: np.ndarray) -> list[Any]:
+        """Makes the ``(group, time)`` pairs pending; the times that were not pending before."""
         added = []
         for t, rows in time_groups(times, self.source.lex):
             parts = self.pending.get(t)
@@ -351,36 +419,46 @@ class ReduceVertex(Vertex):
                 parts = self.pending[t] = []
                 self.times.add(t)
                 added.append(t)
-            parts.append(keys if rows is None else keys[rows])
+            parts.append(groups if rows is None else tuple(c[rows] for c in groups))
         return added
 
-    def _sync_key_encoding(self) -> None:
-        """Follows the input spine when its keys switched from numbers to interned codes (a
-        key column that brought Python objects later): pending keys and output recoded."""
-        now = self.source.encoded[0]
-        if self.key_encoded is False and now is True:
-            self.pending = {
-                t: [INTERNER.encode(k.astype(object)) for k in ks] for t, ks in self.pending.items()
-            }
-            if self.output.encoded[0] is False:
-                self.output._recode(0)
-        if now is not None:
-            self.output.encoded[0] = now
-        self.key_encoded = now
+    def _sync_encoding(self) -> None:
+        """Follows the input spine when a group column switched from numbers to interned codes
+        (a column that brought Python objects later): pending groups recoded, and the output's
+        column with them (so that a group's output rows are found by its stored values)."""
+        source, output = self.source, self.output
+        for i, was in enumerate(self.group_encoded):
+            now = source.encoded[i]
+            if was is False and now is True:
+                self.pending = {
+                    t: [(*g[:i], _recoded(g[i], False, True), *g[i + 1 :]) for g in gs]
+                    for t, gs in self.pending.items()
+                }
+            if now is True and i < len(output.encoded) and output.encoded[i] is False:
+                output._recode(i)
+                output.encoded[i] = True
+            self.group_encoded[i] = now
+        if source.encoded[0] is not None:
+            output.encoded[0] = source.encoded[0]
 
     def on_recv(self, port: int, cap: Capability, batch: Batch) -> None:
-        self._sync_key_encoding()
+        if len(batch) and self.logic.per_record and len(self.group_encoded) < 1 + len(batch.vals):
+            self.group_encoded += [None] * (1 + len(batch.vals) - len(self.group_encoded))
+        self._sync_encoding()
         if len(batch):
-            keys = batch.keys
-            if self.key_encoded and not batch.is_encoded(0):
-                keys = INTERNER.encode(keys.astype(object))  # written before the switch
-            self._add_pending(keys, batch.times)
+            groups = tuple(
+                _recoded(c, batch.is_encoded(i), now)
+                for i, (c, now) in enumerate(
+                    zip((batch.keys, *batch.vals), self.group_encoded, strict=False)
+                )
+            )
+            self._add_pending(groups, batch.times)
             self.held.add(cap)
 
     def on_frontier(self) -> None:
         source, output = self.source, self.output
         frontier = lattice.frontier_rows(self.frontier(0).frontier, source.depth)
-        self._sync_key_encoding()
+        self._sync_encoding()
         emitted = False
         pending, depth, times = self.pending, source.depth, self.times
         if pending:
@@ -395,12 +473,11 @@ class ReduceVertex(Vertex):
                 t = heapq.heappop(ready)[1]
                 parts = pending.pop(t)
                 times.discard(t)  # one made pending below (those taken are gone already)
-                keys = unique_sorted(np.concatenate(parts) if len(parts) > 1 else parts[0])
-                sent, fresh_k, fresh_t = self._evaluate(keys, t)
+                sent, fresh, fresh_t = self._evaluate(_distinct_groups(parts), t)
                 emitted |= sent
-                if len(fresh_k):
+                if len(fresh_t):
                     # later than t (joins with t), so never one evaluated already
-                    for u in self._add_pending(fresh_k, fresh_t):
+                    for u in self._add_pending(fresh, fresh_t):
                         if not incomplete.less_equal(u):
                             heapq.heappush(ready, (lattice.time_row(u, depth), u))
             self.held.reset_times(times.minimal())
@@ -420,41 +497,69 @@ class ReduceVertex(Vertex):
             self.own.close()
             output.idle_merge()
 
-    def _evaluate(self, keys: np.ndarray, time: Any) -> tuple[bool, np.ndarray, np.ndarray]:
-        """Emits the output changes of ``keys`` at timestamp ``time``; whether it sent any, and
-        the ``(key, time)`` pairs at which these keys' outputs may change next."""
+    def _in_output(self, values: Columns) -> Columns:
+        """Group value columns (as the input stores them) as the output stores them."""
+        src, out = self.source.encoded, self.output.encoded
+        return tuple(
+            _recoded(v, src[i], out[i] if i < len(out) else None) for i, v in enumerate(values, 1)
+        )
+
+    def _out_groups(self, gathered_out: tuple[Any, ...], like: Columns) -> Columns:
+        """The group columns of output history rows as the input stores them."""
+        if not len(gathered_out[0]):  # (the columns of an empty output spine are unknown)
+            return tuple(c[:0] for c in like)
+        src, out = self.source.encoded, self.output.encoded
+        values = tuple(
+            _recoded(v, out[i], src[i]) for i, v in enumerate(gathered_out[1][: len(like) - 1], 1)
+        )
+        return (gathered_out[0], *values)
+
+    def _gather_out(self, groups: Columns) -> tuple[Any, ...]:
+        """The output history of ``groups``."""
+        return self.output.gather(groups[0], values=self._in_output(groups[1:]))
+
+    def _evaluate(self, groups: Columns, time: Any) -> tuple[bool, Columns, np.ndarray]:
+        """Emits the output changes of ``groups`` at timestamp ``time``; whether it sent any,
+        and the ``(group, time)`` pairs at which these groups' outputs may change next."""
         source, output = self.source, self.output
         t = np.array(lattice.time_row(time, source.depth), dtype=np.int64)
-        gathered_in, gathered_out = source.gather(keys), output.gather(keys)
+        gathered_in = source.gather(groups[0], values=groups[1:])
+        gathered_out = self._gather_out(groups)
         small = len(gathered_in[3]) + len(gathered_out[3]) <= SMALL_ROWS and not any(source.lex)
         changes = self._small_changes if small else self._vector_changes
-        batch, fresh_k, fresh_t = changes(keys, t, gathered_in, gathered_out)
+        batch, fresh, fresh_t = changes(groups, t, gathered_in, gathered_out)
         if not len(batch):
-            return False, fresh_k, fresh_t
+            return False, fresh, fresh_t
         output.insert(batch)
         cap = self.held.at(time)
         self.send(cap, batch)
         cap.drop()
-        return True, fresh_k, fresh_t
+        return True, fresh, fresh_t
 
     def _vector_changes(
         self,
-        keys: np.ndarray,
+        groups: Columns,
         t: np.ndarray,
         gathered_in: tuple[Any, ...],
         gathered_out: tuple[Any, ...],
-    ) -> tuple[Batch, np.ndarray, np.ndarray]:
-        """The output changes of ``keys`` at ``t`` as a sealed batch, and the next
-        interesting ``(key, time)`` pairs: a few numpy passes, whatever the number of keys."""
+    ) -> tuple[Batch, Columns, np.ndarray]:
+        """The output changes of ``groups`` at ``t`` as a sealed batch, and the next
+        interesting ``(group, time)`` pairs: a few numpy passes, whatever their number."""
         source, output = self.source, self.output
-        fresh_k, fresh_t = _interesting(
-            keys, t, gathered_in, gathered_out, source.lex, _advanced_to(source, output)
+        fresh, fresh_t = _interesting(
+            groups,
+            t,
+            gathered_in,
+            self._out_groups(gathered_out, groups),
+            gathered_out[2],
+            source.lex,
+            _advanced_to(source, output),
         )
-        k, vals, counts = _accumulate(source, keys, t, gathered_in)
+        k, vals, counts = _accumulate(source, t, gathered_in)
         vals = tuple(source.decode(i + 1, v) for i, v in enumerate(vals))
         ok, ovals, ocounts = self.logic(k, vals, counts, lambda c: source.decode(0, c))
-        ovals, gathered_out = self._stored(ovals, keys, gathered_out)
-        hk, hvals, hcounts = _accumulate(output, keys, t, gathered_out)
+        ovals, gathered_out = self._stored(ovals, groups, gathered_out)
+        hk, hvals, hcounts = _accumulate(output, t, gathered_out)
         if len(hk):
             dk = np.concatenate([ok.astype(hk.dtype), hk])
             dvals = tuple(np.concatenate([a, b]) for a, b in zip(ovals, hvals, strict=True))
@@ -464,12 +569,12 @@ class ReduceVertex(Vertex):
         times = np.repeat(t[None, :], len(dd), axis=0)
         no_since = np.zeros((0, output.depth + 1), np.int64)
         batch = Batch.sealed(dk, dvals, times, dd, output.upper, output.upper, no_since, output.lex)
-        return batch, fresh_k, fresh_t
+        return batch, fresh, fresh_t
 
     def _stored(
-        self, ovals: Columns, keys: np.ndarray, gathered_out: tuple[Any, ...]
+        self, ovals: Columns, groups: Columns, gathered_out: tuple[Any, ...]
     ) -> tuple[Columns, tuple[Any, ...]]:
-        """The logic's output value columns as the output spine stores them, and the keys'
+        """The logic's output value columns as the output spine stores them, and the groups'
         output history: gathered again if storing the new values switched a column to codes
         (the history gathered before holds the numbers the codes replaced)."""
         output = self.output
@@ -479,28 +584,30 @@ class ReduceVertex(Vertex):
         before = [bool(e) for e in output.encoded]
         ovals = output.encode(ovals, start=1)
         if [bool(e) for e in output.encoded[: len(before)]] != before:
-            gathered_out = output.gather(keys)
+            gathered_out = self._gather_out(groups)
         return ovals, gathered_out
 
     def _small_changes(
         self,
-        keys: np.ndarray,
+        groups: Columns,
         t: np.ndarray,
         gathered_in: tuple[Any, ...],
         gathered_out: tuple[Any, ...],
-    ) -> tuple[Batch, np.ndarray, np.ndarray]:
+    ) -> tuple[Batch, Columns, np.ndarray]:
         """What the vectorized path computes (the output changes at ``t`` as a sealed batch,
-        and the next interesting ``(key, time)`` pairs), for a few gathered rows, in Python:
+        and the next interesting ``(group, time)`` pairs), for a few gathered rows, in Python:
         each numpy call costs microseconds whatever its size, and this path would make
         dozens of them for the handful of rows of an iterative round. Product-ordered
         times only (``time <= t`` exactly when ``join(time, t) == t``)."""
         source, output = self.source, self.output
         tt = tuple(t.tolist())
-        fresh: set[tuple[Any, tuple[int, ...]]] = set()
+        width = len(groups)
         # with integer times, only times a merge may have advanced to (see _advanced_to)
         limit = _advanced_to(source, output) if len(tt) == 1 else None
 
-        def accumulate(gathered: tuple[Any, ...]) -> dict[tuple[Any, ...], int]:
+        def accumulate(
+            gathered: tuple[Any, ...], fresh: set[tuple[Any, ...]]
+        ) -> dict[tuple[Any, ...], int]:
             k, vals, times, diffs = gathered
             acc: dict[tuple[Any, ...], int] = {}
             rows = zip(k.tolist(), *[v.tolist() for v in vals], strict=True)
@@ -509,21 +616,23 @@ class ReduceVertex(Vertex):
                 if lub == tt:  # at or before t: part of the accumulation at t
                     acc[row] = acc.get(row, 0) + d
                 elif limit is None or time[0] <= limit:  # a later time where it may change
-                    fresh.add((row[0], lub))
+                    fresh.add((*row[:width], *lub))
             return acc
 
-        acc_in = accumulate(gathered_in)
+        fresh_in: set[tuple[Any, ...]] = set()
+        acc_in = accumulate(gathered_in, fresh_in)
         rows = sorted(r for r, c in acc_in.items() if c)
         in_vals = gathered_in[1]
-        k = np.array([r[0] for r in rows], dtype=keys.dtype)
+        k = np.array([r[0] for r in rows], dtype=groups[0].dtype)
         vals = tuple(
             source.decode(i + 1, np.array([r[i + 1] for r in rows], dtype=v.dtype))
             for i, v in enumerate(in_vals)
         )
         counts = np.array([acc_in[r] for r in rows], dtype=np.int64)
         ok, ovals, ocounts = self.logic(k, vals, counts, lambda c: source.decode(0, c))
-        ovals, gathered_out = self._stored(ovals, keys, gathered_out)
-        acc_out = accumulate(gathered_out)
+        ovals, gathered_out = self._stored(ovals, groups, gathered_out)
+        fresh_out: set[tuple[Any, ...]] = set()
+        acc_out = accumulate(gathered_out, fresh_out)
         changes = dict.fromkeys(acc_out, 0)
         for row, c in zip(
             zip(ok.tolist(), *[v.tolist() for v in ovals], strict=True),
@@ -542,7 +651,7 @@ class ReduceVertex(Vertex):
             for i, a in enumerate(ovals)
         ]
         batch = Batch(
-            np.array([r[0] for r in out], dtype=keys.dtype),  # codes, or the keys' numbers
+            np.array([r[0] for r in out], dtype=groups[0].dtype),  # codes, or the keys' numbers
             tuple(np.array([r[i + 1] for r in out], dtype=d) for i, d in enumerate(dtypes)),
             np.repeat(t[None, :], len(out), axis=0),
             np.array([changes[r] for r in out], dtype=np.int64),
@@ -550,9 +659,18 @@ class ReduceVertex(Vertex):
             output.upper,
             np.zeros((0, output.depth + 1), np.int64),
         )
-        fresh_k = np.array([key for key, _ in fresh], dtype=keys.dtype)
-        fresh_t = np.array([time for _, time in fresh], dtype=np.int64).reshape(len(fresh), len(tt))
-        return batch, fresh_k, fresh_t
+        fresh, fresh_t = _fresh_columns(fresh_in, [g.dtype for g in groups], len(tt))
+        if fresh_out:
+            k_out, v_out = gathered_out[0], gathered_out[1][: width - 1]
+            dtypes = [k_out.dtype, *(v.dtype for v in v_out)]
+            out_fresh, out_t = _fresh_columns(fresh_out, dtypes, len(tt))
+            out_fresh = self._out_groups((out_fresh[0], out_fresh[1:]), groups)
+            fresh = tuple(
+                np.concatenate([a, b]).astype(g.dtype, copy=False)
+                for g, a, b in zip(groups, fresh, out_fresh, strict=True)
+            )
+            fresh_t = np.concatenate([fresh_t, out_t])
+        return batch, fresh, fresh_t
 
     def checkpoint(self) -> Any:
         return self.pending

@@ -24,6 +24,7 @@ stops, :meth:`Spine.idle_merge` finishes the merging, so memory does not stay hi
 from __future__ import annotations
 
 import weakref
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -161,6 +162,38 @@ class Batch:
         rows = expand_ranges(lo, hi - lo)
         return rows if len(rows) else None
 
+    def record_ranges(self, keys: np.ndarray, values: Columns) -> tuple[np.ndarray, np.ndarray]:
+        """For each record ``(keys[i], *values[:][i])`` (records sorted, distinct; ``values``
+        the first value columns, in this batch's representation), the range ``lo:hi`` of the
+        rows that begin with it. The key's range narrowed by a binary search per value
+        column: a few steps per record, however many records share its key.
+
+        >>> b = Batch(np.array([1, 1, 1, 3]), (np.array([4, 5, 5, 5]),),
+        ...           np.zeros((4, 1), np.int64), np.ones(4, np.int64),
+        ...           *[np.zeros((1, 1), np.int64)] * 3)
+        >>> [r.tolist() for r in b.record_ranges(np.array([1, 1, 3]), (np.array([5, 6, 5]),))]
+        [[1, 3, 3], [3, 3, 4]]
+        """
+        lo, hi = self.lookup(keys)
+        for col, want in zip(self.vals, values, strict=False):
+            if len(keys) <= SMALL_KEYS:  # a few records: bisect the column in Python
+                ranges = [
+                    (bisect_left(col, w, a, b), bisect_right(col, w, a, b)) if b > a else (a, a)
+                    for w, a, b in zip(want.tolist(), lo.tolist(), hi.tolist(), strict=True)
+                ]
+                lo = np.array([a for a, _ in ranges], dtype=np.int64)
+                hi = np.array([b for _, b in ranges], dtype=np.int64)
+            else:
+                lo, hi = _bisect(col, want, lo, hi, "left"), _bisect(col, want, lo, hi, "right")
+        return lo, hi
+
+    def record_rows(self, keys: np.ndarray, values: Columns) -> np.ndarray | None:
+        """The updates of the records ``(keys[i], *values[:][i])`` (see
+        :meth:`record_ranges`): an index array, ``None`` when there are none."""
+        lo, hi = self.record_ranges(keys, values)
+        rows = expand_ranges(lo, hi - lo)
+        return rows if len(rows) else None
+
     def lookup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each of ``keys`` (sorted), the range ``lo:hi`` of its rows: two searches, or
         for many keys in a large batch the distinct-key index (:meth:`key_ranges`)."""
@@ -207,6 +240,24 @@ class Batch:
             f"lower {self.lower.tolist()}, upper {self.upper.tolist()}, "
             f"since {self.since.tolist()})"
         )
+
+
+def _bisect(
+    col: np.ndarray, want: np.ndarray, lo: np.ndarray, hi: np.ndarray, side: str
+) -> np.ndarray:
+    """Per ``i``, the ``side`` insertion point of ``want[i]`` in ``col[lo[i]:hi[i]]`` (a sorted
+    slice): every binary search at once, one vectorized step per halving of the widest."""
+    lo, hi = lo.copy(), hi.copy()
+    last = len(col) - 1
+    for _ in range(int((hi - lo).max(initial=0)).bit_length()):
+        open_ = lo < hi
+        mid = (lo + hi) >> 1
+        seen = col[np.minimum(mid, last)]
+        below = (seen < want) if side == "left" else (seen <= want)
+        up = open_ & below
+        lo = np.where(up, mid + 1, lo)
+        hi = np.where(open_ & ~below, mid, hi)
+    return lo
 
 
 def merge(batches: Sequence[Batch], since: np.ndarray, lex: Sequence[bool]) -> Batch:
@@ -475,12 +526,24 @@ class Spine:
         return [b for b in self.batches if b.seq_hi <= seq]
 
     def gather(
-        self, keys: np.ndarray, seq: int | None = None
+        self, keys: np.ndarray, seq: int | None = None, values: Columns = ()
     ) -> tuple[np.ndarray, Columns, np.ndarray, np.ndarray]:
-        """Every stored update whose key is in ``keys`` (sorted, distinct), unconsolidated."""
+        """Every stored update whose key is in ``keys`` (sorted, distinct), unconsolidated.
+        With ``values`` (the first value columns, stored representation), the updates of
+        whole records instead: those beginning with some ``(keys[i], *values[:][i])``
+        (records sorted, distinct), found without reading the other records of their keys.
+
+        >>> s = Spine(depth=0)
+        >>> _ = s.insert_updates(np.array([0, 0, 0, 1]), (np.array([1, 2, 3, 2]),),
+        ...                      np.zeros((4, 1), np.int64), np.ones(4, np.int64),
+        ...                      np.array([[1]]))
+        >>> k, (v,), _, _ = s.gather(np.array([0, 1]), values=(np.array([2, 2]),))
+        >>> list(zip(k.tolist(), v.tolist()))
+        [(0, 2), (1, 2)]
+        """
         parts = []
         for b in self.batches_through(seq):
-            rows = b.rows_for(keys)
+            rows = b.record_rows(keys, values) if values else b.rows_for(keys)
             if rows is not None:
                 parts.append(b.take(rows))
         return concat_parts(parts, self.width, self.depth)

@@ -55,10 +55,10 @@ def test_work_per_epoch_in_flight_stays_flat(keys: int, monkeypatch: pytest.Monk
     add_pending = ReduceVertex._add_pending
     less_equal = MutableAntichain.less_equal
 
-    def counting_add(self: ReduceVertex, k: np.ndarray, times: np.ndarray) -> Any:
+    def counting_add(self: ReduceVertex, groups: Any, times: np.ndarray) -> Any:
         nonlocal made_pending
-        made_pending += len(k)
-        return add_pending(self, k, times)
+        made_pending += len(times)
+        return add_pending(self, groups, times)
 
     def counting_le(self: MutableAntichain, t: Any) -> bool:
         nonlocal frontier_tests
