@@ -201,12 +201,39 @@ class Arranged:
         while the dataflow runs, it holds only what is left: its ``logical`` frontier starts
         where the trace was compacted to then (take it when building to keep every time)."""
         if self._trace is None:
-            self._trace = TraceHandle(self.spine)
+            self._trace = self.spine.reader()
         return self._trace
 
     def handle(self) -> TraceHandle:
         """A new reader's handle (used by the operators built on this arrangement)."""
-        return TraceHandle(self.spine)
+        return self.spine.reader()
+
+    def enter(self, loop: Any, name: str = "enter") -> Arranged:
+        """This arrangement inside ``loop`` (a loop context nested, at any depth, inside its
+        scope), without a second index: join, semijoin, antijoin, reduce, count and distinct
+        in the loop read the outer spine, each outer time ``t`` seen as ``t`` at loop counter
+        0 (as :meth:`Collection.enter` re-times records); readers there hold the outer trace
+        back only in outer terms. ``Product`` and ``Lex`` loops alike. There is no
+        ``enter_at`` for arrangements: a counter per record would be recomputed by the user's
+        function at every read of the index; enter the collection instead.
+
+        >>> import naiad
+        >>> from naiad.differential import Collection
+        >>> def build(scope):
+        ...     edges = Collection.from_epochs(scope, [[((1, 2), 1), ((2, 3), 1)]])
+        ...     index = edges.arrange_by_key()                 # built once, outside the loop
+        ...     roots = Collection.from_epochs(scope, [[(1, 1)]])
+        ...     def step(reach):
+        ...         inner = index.enter(reach.scope)           # no second arrangement
+        ...         hops = reach.join(inner).map(lambda r: r[1])
+        ...         return reach.concat(hops).distinct()
+        ...     return roots.iterate(step).changes()
+        >>> naiad.run(build)
+        [[(1, 0, 1), (2, 0, 1), (3, 0, 1)]]
+        """
+        from naiad.differential.entered import enter_arranged
+
+        return enter_arranged(self, loop, name)
 
     def as_collection(self, name: str = "as_collection") -> Collection:
         from naiad.differential.collection import Collection

@@ -132,7 +132,7 @@ class JoinVertex(Vertex):
         cols = [key, *(left.decode(k + 1, v[i]) for k, v in enumerate(left.vals))]
         if self.right_values:
             cols += [right.decode(k + 1, v[j]) for k, v in enumerate(right.vals)]
-        times = lattice.join(take_rows(left.times, i), take_rows(right.times, j), self.lex)
+        times = lattice.join(left.take_times(i), right.take_times(j), self.lex)
         diffs = left.diffs[i] * right.diffs[j]
         if self.pairs is not None:
             n = 1 + len(left.vals)

@@ -137,6 +137,11 @@ class Batch:
             self.diffs[index],
         )
 
+    def take_times(self, index: np.ndarray | slice) -> np.ndarray:
+        """The time rows ``index`` (a reader that needs some rows' times asks for those only:
+        an entered batch makes its times on demand)."""
+        return take_rows(self.times, index)
+
     def rows_for(self, keys: np.ndarray) -> np.ndarray | slice | None:
         """The updates whose key is in ``keys`` (sorted, distinct): an index array, a slice
         when they are contiguous, ``None`` when there are none.
@@ -403,6 +408,10 @@ class Spine:
         meet = lattice.minimal_rows(rows, self.lex) if len(rows) else rows
         self._since_cache = (frontiers, meet)
         return meet
+
+    def reader(self, logical: np.ndarray | None = None) -> TraceHandle:
+        """A new reader's handle on this spine (see :class:`TraceHandle`)."""
+        return TraceHandle(self, logical)
 
     def insert(self, batch: Batch) -> Batch:
         """Adds a sealed batch (numbering it), then merges while sizes allow."""

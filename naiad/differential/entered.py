@@ -1,0 +1,214 @@
+"""An arrangement of an outer scope read inside a loop (K-Pg §4: iterative computations reuse
+the outer index instead of building their own; differential dataflow's ``arranged.enter``).
+
+Nothing is copied or re-sorted. The loop's readers (join, reduce) see the outer spine through
+an :class:`EnteredSpine`, and its batches through :class:`EnteredBatch` wrappers that share the
+outer batch's key, value and diff columns and its distinct-key index. The contract: an outer
+update at time ``t`` is, inside the loop, the same update at ``t`` extended with loop counter
+0 for every loop entered (as :meth:`Collection.enter` re-times records), and so are the
+``lower``, ``upper`` and ``since`` frontiers of every batch. The extended times are made only
+for the rows a reader takes (:meth:`EnteredBatch.take`, :meth:`EnteredBatch.take_times`), so
+a small delta joined against a large entered index costs its matches, not the index's rows.
+
+Compaction: an :class:`EnteredHandle` holds a real handle on the outer spine. A reader inside
+the loop that promises to read only at times in advance of an inner frontier ``F`` allows the
+outer trace to compact up to the outer parts of ``F``: an entered update at ``(t, 0)`` is at or
+before an inner time ``s`` exactly when ``t`` is at or before ``s``'s outer part, so
+accumulations at every inner time in advance of ``F`` are unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from naiad.differential import lattice
+from naiad.differential.trace import Batch, Columns, Spine, TraceHandle
+from naiad.differential.updates import take_rows
+from naiad.operators.scope import Scope
+
+
+def widened(times: np.ndarray, depth: int) -> np.ndarray:
+    """Time rows (or a frontier) extended with zero loop counters to ``depth + 1`` columns.
+
+    >>> widened(np.array([[3], [5]]), 2).tolist()
+    [[3, 0, 0], [5, 0, 0]]
+    """
+    extra = depth + 1 - times.shape[1]
+    if extra == 0:
+        return times
+    return np.hstack([times, np.zeros((len(times), extra), dtype=times.dtype)])
+
+
+class EnteredBatch(Batch):
+    """An outer batch as seen inside a loop: its columns, its key index and its sequence
+    numbers, with every time (and frontier) extended with zero loop counters."""
+
+    __slots__ = ("base", "depth")
+
+    def __init__(self, base: Batch, depth: int) -> None:  # no call to Batch.__init__: a view
+        self.base, self.depth = base, depth
+        self.keys, self.vals, self.diffs = base.keys, base.vals, base.diffs
+        self.lower, self.upper = widened(base.lower, depth), widened(base.upper, depth)
+        self.since = widened(base.since, depth)
+        self.seq_lo, self.seq_hi = base.seq_lo, base.seq_hi
+        self.encoded = base.encoded
+
+    @property
+    def times(self) -> np.ndarray:
+        """Every row's time, extended (a new matrix per call: readers that take some rows
+        call :meth:`take_times` instead)."""
+        return widened(self.base.times, self.depth)
+
+    @times.setter
+    def times(self, value: np.ndarray) -> None:
+        raise AttributeError("an entered batch is read-only")
+
+    def take_times(self, index: np.ndarray | slice) -> np.ndarray:
+        return widened(take_rows(self.base.times, index), self.depth)
+
+    def take(self, index: np.ndarray | slice) -> tuple[np.ndarray, Columns, np.ndarray, np.ndarray]:
+        keys, vals, times, diffs = self.base.take(index)
+        return keys, vals, widened(times, self.depth), diffs
+
+    def lookup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.base.lookup(keys)  # the outer batch's distinct-key index, shared
+
+    def key_ranges(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.base.key_ranges(keys)
+
+    def __repr__(self) -> str:
+        return f"Entered({self.base!r}, depth {self.depth})"
+
+
+class EnteredSpine(Spine):
+    """An outer spine read inside a loop ``depth - outer.depth`` levels below it: a read-only
+    view (its batches are the outer spine's, wrapped as they are read); readers' handles hold
+    the outer spine back."""
+
+    def __init__(self, outer: Spine, depth: int, lex: tuple[bool, ...], name: str) -> None:
+        self.outer = outer  # before Spine.__init__, which reads the upper frontier
+        super().__init__(depth, lex, name, outer.worker)
+        # the outer lists themselves: a column switched to codes there is switched here
+        self.encoded, self.kinds = outer.encoded, outer.kinds
+
+    @property
+    def upper(self) -> np.ndarray:
+        return widened(self.outer.upper, self.depth)
+
+    @upper.setter
+    def upper(self, value: np.ndarray) -> None:
+        pass  # Spine.__init__ sets it; the view's upper is always the outer one's
+
+    @property
+    def batches(self) -> list[Batch]:
+        return self.batches_through(None)
+
+    @batches.setter
+    def batches(self, value: list[Batch]) -> None:
+        pass  # Spine.__init__ sets it; the view's batches are always the outer ones
+
+    def batches_through(self, seq: int | None) -> list[Batch]:
+        return [EnteredBatch(b, self.depth) for b in self.outer.batches_through(seq)]
+
+    def since(self) -> np.ndarray:
+        return widened(self.outer.since(), self.depth)
+
+    def reader(self, logical: np.ndarray | None = None) -> TraceHandle:
+        return EnteredHandle(self, self.outer.reader(self._outer_rows(logical)))
+
+    def _outer_rows(self, rows: np.ndarray | None) -> np.ndarray | None:
+        """An inner frontier's outer parts (minimal), the frontier the outer trace may take."""
+        if rows is None:
+            return None
+        return lattice.minimal_rows(rows[:, : self.outer.depth + 1].copy(), self.outer.lex)
+
+    def total(self) -> int:
+        return self.outer.total()
+
+    def nbytes(self) -> int:
+        return 0  # nothing of its own
+
+    def insert(self, batch: Batch) -> Batch:
+        raise TypeError(f"{self.name!r} is an entered arrangement: it is read-only")
+
+    def _maintain(self) -> None:
+        self.outer._maintain()
+
+    def idle_merge(self) -> None:
+        self.outer.idle_merge()
+
+
+class EnteredHandle(TraceHandle):
+    """A reader's handle inside a loop: its frontiers are the loop's times; what it allows and
+    acknowledges goes to ``base``, its handle on the outer spine."""
+
+    def __init__(self, spine: EnteredSpine, base: TraceHandle) -> None:
+        self.spine: EnteredSpine = spine
+        self.base = base
+
+    @property
+    def logical(self) -> np.ndarray | None:
+        rows = self.base.logical
+        return None if rows is None else widened(rows, self.spine.depth)
+
+    @logical.setter
+    def logical(self, value: np.ndarray | None) -> None:
+        self.base.logical = self.spine._outer_rows(value)
+
+    @property
+    def acknowledged(self) -> int | None:
+        return self.base.acknowledged
+
+    @acknowledged.setter
+    def acknowledged(self, value: int | None) -> None:
+        self.base.acknowledged = value
+
+    def _advance(self, rows: np.ndarray) -> None:
+        outer = self.spine._outer_rows(rows)
+        assert outer is not None
+        self.base._advance(outer)
+
+    def set_physical_compaction(self, seq: int | None) -> None:
+        self.base.set_physical_compaction(seq)
+
+    def close(self) -> None:
+        self.base.close()
+
+    def __repr__(self) -> str:
+        return f"EnteredHandle({self.base!r}, depth {self.spine.depth})"
+
+
+def enter_arranged(arranged: Any, loop: Any, name: str) -> Any:
+    """``arranged`` inside ``loop`` (nested one or more levels below its scope): the body of
+    :meth:`Arranged.enter`."""
+    from naiad.differential.arrange import Arranged
+    from naiad.operators import loops
+
+    if not isinstance(loop, Scope):
+        raise TypeError(f"{name}: expected a loop scope to enter, not {type(loop).__name__}")
+    spine = arranged.spine
+    outer = spine.outer if isinstance(spine, EnteredSpine) else spine
+    chain: list[Scope] = []
+    scope: Any = loop
+    while scope is not None and scope is not arranged.scope:
+        chain.append(scope)
+        scope = scope.parent
+    if scope is None or not chain:
+        where = "is" if scope is not None else "is not nested inside"
+        raise ValueError(
+            f"{name}: {loop.path()!r} {where} the arrangement's own scope "
+            f"{arranged.scope.path()!r}; an arrangement enters a loop nested inside it"
+        )
+    view = EnteredSpine(outer, loop.depth, lattice.scope_lex(loop), f"{outer.name}@{name}")
+    depth = loop.depth
+
+    def present(batch: Batch) -> Batch:
+        base = batch.base if isinstance(batch, EnteredBatch) else batch
+        return EnteredBatch(base, depth)
+
+    stream = arranged.stream
+    for i, inner in enumerate(reversed(chain)):
+        stream = loops.enter(stream, inner, name, present if i == len(chain) - 1 else None)
+    return Arranged(stream, view)

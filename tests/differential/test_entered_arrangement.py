@@ -1,0 +1,422 @@
+"""``Arranged.enter(loop)``: an arrangement built outside a loop, read inside it without a
+second index (K-Pg §4). Graph loops that join an entered edge index must equal both a
+from-scratch fixed point and the same loop that arranges the entered edge collection again;
+so must every keyed operator reading an entered arrangement in ``Product`` and ``Lex`` loops,
+nested loops, a trace imported from another dataflow, and a trace compacted as far as its
+other readers allow."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import naiad
+from naiad.differential import Collection, import_trace, trace
+from naiad.differential.arrange import Arranged, ArrangeVertex
+from naiad.differential.entered import EnteredBatch, EnteredSpine
+from naiad.differential.join import JoinVertex
+from naiad.progress import Lex, Product
+from tests.differential import reference as ref
+
+FAST = settings(max_examples=10, deadline=None)
+NODES = st.integers(0, 5)
+EDGES = st.tuples(NODES, NODES)
+# (workers, processes, small): 1 and 2 workers, and 2 simulated processes
+layouts = st.tuples(st.sampled_from([(1, 1), (2, 1), (2, 2)]), st.booleans()).map(
+    lambda p: (*p[0], p[1])
+)
+
+
+@st.composite
+def graph_history(draw: Any, epochs: tuple[int, int] = (1, 4)) -> Any:
+    """Root and edge sets that change (insertions and retractions) over a few epochs."""
+    n = draw(st.integers(*epochs))
+    edges = draw(ref.set_histories(EDGES, count=n, size=(0, 6)))
+    return draw(ref.set_histories(NODES, count=n, size=(0, 2))), edges
+
+
+def second(record: Any) -> Any:
+    return record[1]
+
+
+def reachable(roots: Collection, edges: Collection | Arranged) -> Collection:
+    """Reachability joining ``edges`` inside the loop: an arrangement enters it, a collection
+    is entered and arranged again there."""
+
+    def body(reach: Collection) -> Collection:
+        e = edges.enter(reach.scope)
+        return reach.join(e).map(second).concat(roots.enter(reach.scope)).distinct()
+
+    return roots.iterate(body)
+
+
+def arrangements(scope: Any) -> int:
+    return sum(isinstance(op.logic, ArrangeVertex) for op in scope.build.operators)
+
+
+@FAST
+@given(graph_history(), layouts)
+def test_reachability_over_an_entered_edge_index(graph: Any, layout: Any) -> None:
+    roots, edges = graph
+
+    def build(scope: Any) -> Any:
+        r, e = Collection.from_epochs(scope, roots), Collection.from_epochs(scope, edges)
+        entered = reachable(r, e.arrange_by_key("edges")).changes()
+        return entered, reachable(r, e).changes()
+
+    results = ref.run(build, layout)
+    want = ref.expect_binary(roots, edges, ref.reach)
+    ref.check([r[0] for r in results], want)
+    ref.check([r[1] for r in results], want)  # the re-arranging loop agrees
+
+
+def components(edges: Collection, index: Arranged | None, priority: Any = None) -> Collection:
+    """Min-label propagation over symmetric edges; with ``index`` (those edges arranged
+    outside), the loop reads it instead of arranging the entered edges."""
+    sym = edges.concat(edges.map(lambda e: (e[1], e[0])))
+    labels = sym.map(lambda e: e[0]).distinct().map(lambda n: (n, n))
+
+    def body(current: Collection) -> Collection:
+        inner = (index if index is not None else sym).enter(current.scope)
+        spread = current.join(inner).map(lambda r: (r[2], r[1]))
+        return spread.concat(
+            labels.enter_prioritized(current.scope, priority)
+            if priority
+            else labels.enter(current.scope)
+        ).min()
+
+    return labels.iterate(body, priority=priority)
+
+
+@FAST
+@given(graph_history(), layouts, st.booleans())
+def test_label_propagation_over_an_entered_edge_index(
+    graph: Any, layout: Any, prioritized: bool
+) -> None:
+    """Connected components; ``prioritized``: iterate(priority=label), whose loop counter packs
+    (priority, iteration): the entered index sits at priority 0, iteration 0."""
+    _, edges = graph
+    priority = (lambda *columns: columns[-1]) if prioritized else None
+
+    def build(scope: Any) -> Any:
+        e = Collection.from_epochs(scope, edges)
+        index = e.concat(e.map(lambda x: (x[1], x[0]))).arrange_by_key("symmetric")
+        return components(e, index, priority).changes(), components(e, None, priority).changes()
+
+    results = ref.run(build, layout)
+    want = ref.expect_unary(edges, ref.components)
+    ref.check([r[0] for r in results], want)
+    ref.check([r[1] for r in results], want)
+
+
+RECORDS = st.tuples(ref.INT_KEYS, st.integers(0, 3))
+
+
+def pad(*histories: ref.Epochs) -> list[ref.Epochs]:
+    n = max(len(h) for h in histories)
+    return [h + [[] for _ in range(n - len(h))] for h in histories]
+
+
+@FAST
+@given(
+    ref.histories(RECORDS),
+    ref.histories(RECORDS),
+    ref.set_histories(ref.INT_KEYS, count=3),
+    layouts,
+    st.sampled_from([Product, Lex]),
+)
+def test_keyed_operators_read_an_entered_arrangement_as_if_arranged_inside(
+    a: Any, b: Any, keys: Any, layout: Any, time_class: Any
+) -> None:
+    """join, semijoin, antijoin (arrangements entered by the join), count, distinct and reduce
+    (of an entered arrangement) in a loop of either time class, left again: the outer
+    results."""
+    a, b, keys = pad(a, b, keys)
+
+    def build(scope: Any) -> Any:
+        loop = scope.iterative("loop", time_class=time_class)
+        left = Collection.from_epochs(scope, a).enter(loop)
+        right = Collection.from_epochs(scope, b).arrange_by_key()
+        present = Collection.from_epochs(scope, keys).arrange_by_self()
+        inside = right.enter(loop)
+        outputs = [
+            left.join(inside),
+            left.semijoin(present.enter(loop)),
+            left.antijoin(present.enter(loop)),
+            inside.count(),
+            inside.distinct(),
+            inside.reduce(lambda k, vs: [(sum(v * c for v, c in vs), 1)]).as_collection(),
+        ]
+        # inside the loop, at the very times Collection.enter gives the records
+        as_entered = inside.as_collection().changes(), right.as_collection().enter(loop).changes()
+        return [o.leave().changes() for o in outputs], as_entered
+
+    runs = ref.run(build, layout)
+    for _, (entered, reference) in runs:
+        assert sorted(entered, key=repr) == sorted(reference, key=repr)
+    results = [r[0] for r in runs]
+
+    def total(_key: Any, values: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
+        return [(sum(v * c for v, c in values), 1)]
+
+    wants = [
+        ref.expect_binary(a, b, ref.join),
+        ref.expect_binary(a, keys, ref.semijoin),
+        ref.expect_binary(a, keys, ref.antijoin),
+        ref.expect_unary(b, ref.count),
+        ref.expect_unary(b, ref.distinct),
+        ref.expect_unary(b, lambda m: ref.reduce(m, total)),
+    ]
+    for i, want in enumerate(wants):
+        ref.check([r[i] for r in results], want)
+
+
+@FAST
+@given(graph_history(), layouts, st.booleans())
+def test_nested_loops_read_an_index_entered_twice(graph: Any, layout: Any, via: bool) -> None:
+    """Components by an outer loop (one step backwards) around an inner loop (forwards to a
+    fixed point), both reading one edge index of the root scope: entered into the inner loop
+    directly, or (``via``) from its entered form in the outer loop."""
+    _, edges = graph
+
+    def build(scope: Any) -> Any:
+        e = Collection.from_epochs(scope, edges)
+        forward = e.arrange_by_key("forward")
+        backward = e.map(lambda x: (x[1], x[0])).arrange_by_key("backward")
+        labels = e.concat(e.map(lambda x: (x[1], x[0]))).map(lambda x: (x[0], x[0])).distinct()
+
+        def outer(current: Collection) -> Collection:
+            entered = forward.enter(current.scope)
+
+            def inner(x: Collection) -> Collection:
+                index = entered.enter(x.scope) if via else forward.enter(x.scope)
+                return x.join(index).map(lambda r: (r[2], r[1])).concat(x).min()
+
+            spread = current.iterate(inner)
+            hop = spread.join(backward.enter(current.scope)).map(lambda r: (r[2], r[1]))
+            return hop.concat(spread).min()
+
+        return labels.iterate(outer).changes()
+
+    results = ref.run(build, layout)
+    ref.check(results, ref.expect_unary(edges, ref.components))
+
+
+def test_an_entered_index_is_not_arranged_again() -> None:
+    """The entered loop builds one arrangement fewer than the re-arranging one, and its join
+    reads the outer spine's own batches: their key columns are the outer arrays."""
+    edges = [[((1, 2), 1), ((2, 3), 1)], [((3, 4), 1), ((1, 2), -1)]]
+    roots = [[(1, 1), (2, 1)], []]
+    seen: dict[str, Any] = {}
+
+    def build(scope: Any, entered: bool) -> Any:
+        r, e = Collection.from_epochs(scope, roots), Collection.from_epochs(scope, edges)
+        index = e.arrange_by_key("edges")
+        before = arrangements(scope)
+        out = reachable(r, index if entered else e).changes()
+        joins = [op.logic for op in scope.build.operators if isinstance(op.logic, JoinVertex)]
+        seen[f"{entered} {scope.index}"] = (index.spine, joins)
+        return out, arrangements(scope) - before
+
+    with_index = naiad.run(lambda s: build(s, True), workers=2)
+    rearranged = naiad.run(lambda s: build(s, False), workers=2)
+    # the loop's own arrangements: its variable's (join and distinct); the re-arranging loop
+    # also arranges the entered edges
+    assert [r[1] for r in with_index] == [2, 2]
+    assert [r[1] for r in rearranged] == [3, 3]
+    assert sorted(c for r in with_index for c in r[0]) == sorted(
+        c for r in rearranged for c in r[0]
+    )
+    for worker in (0, 1):
+        outer, (join,) = seen[f"True {worker}"]
+        view = join.spines[1]
+        assert isinstance(view, EnteredSpine) and view.outer is outer
+        assert view.total() == outer.total() and view.nbytes() == 0
+        for mine, theirs in zip(view.batches, outer.batches, strict=True):
+            assert isinstance(mine, EnteredBatch) and mine.keys is theirs.keys
+            assert mine.times.shape[1] == theirs.times.shape[1] + 1
+            assert not mine.times[:, -1].any()  # iteration 0
+        assert outer.total() > 0
+
+
+@contextmanager
+def merging_at_once() -> Any:
+    """Spines merge every batch as it comes (no small batches wait): compaction applies
+    at once, so a trace compacted too far would show it."""
+    saved = trace.TAIL_ROWS, trace.TAIL_BATCHES
+    trace.TAIL_ROWS, trace.TAIL_BATCHES = -1, 0
+    try:
+        yield
+    finally:
+        trace.TAIL_ROWS, trace.TAIL_BATCHES = saved
+
+
+async def reach_with_compaction(
+    roots: ref.Epochs, edges: ref.Epochs, workers: int, processes: int
+) -> tuple[list[Any], list[list[list[int]]]]:
+    """Reachability over an entered edge index fed epoch by epoch; the edge trace's other
+    reader gives up all history at once, so only the loop's readers hold it back. Returns the
+    changes and, per epoch, the outer spine's compaction frontier on worker 0."""
+    async with naiad.Runtime(workers, processes=processes, transport="inproc") as rt:
+
+        def build(scope: Any) -> Any:
+            r_in, r = Collection.new_input(scope)
+            e_in, e = Collection.new_input(scope)
+            index = e.arrange_by_key("edges")
+            out = reachable(r, index)
+            return r_in, e_in, out.changes(), out.probe(), index.spine, index.trace
+
+        df = rt.dataflow(build)
+        results = df.results
+        for *_, other_reader in results:
+            other_reader.set_logical_compaction([1000])  # done with history
+        sinces = []
+        for epoch, (root_changes, edge_changes) in enumerate(zip(roots, edges, strict=True)):
+            for w, (r_in, e_in, *_) in enumerate(results):
+                for session, changes in ((r_in, root_changes), (e_in, edge_changes)):
+                    for i, (record, diff) in enumerate(changes):
+                        if i % len(results) == w:
+                            session.update(record, diff)
+                    session.advance_to(epoch + 1)
+            await results[0][3].wait(epoch)
+            sinces.append(results[0][4].since().tolist())
+        df.close_inputs()
+        await asyncio.wait_for(df.finished(), 30)
+    return [r[2] for r in results], sinces
+
+
+@FAST
+@given(graph_history(epochs=(3, 6)), st.sampled_from([(1, 1), (2, 1), (2, 2)]))
+def test_compaction_allowed_by_the_loop_never_changes_its_results(graph: Any, layout: Any) -> None:
+    roots, edges = graph
+    with merging_at_once():
+        results, sinces = ref.watchdog(reach_with_compaction(roots, edges, *layout))
+    ref.check(results, ref.expect_binary(roots, edges, ref.reach))
+    # never compacted past what the loop still reads: epochs after the one complete
+    assert all(since[0][0] <= e + 1 for e, since in enumerate(sinces)), sinces
+
+
+def test_the_loop_holds_the_outer_trace_back_in_outer_terms_only() -> None:
+    """With edges every epoch, the loop's join lets the outer trace compact up to the next
+    epoch, whatever its iteration counters."""
+    roots = [[(0, 1)], [], [(3, 1)], []]
+    edges = [[((e, e + 1), 1)] for e in range(4)]
+    with merging_at_once():
+        results, sinces = ref.watchdog(reach_with_compaction(roots, edges, 1, 1))
+    ref.check(results, ref.expect_binary(roots, edges, ref.reach))
+    assert sinces == [[[1]], [[2]], [[3]], [[4]]]
+
+
+async def reach_over_an_import(
+    roots: ref.Epochs, edges: ref.Epochs, workers: int, processes: int
+) -> list[Any]:
+    """Dataflow 1 arranges the edges; dataflow 2 imports the arrangement and runs
+    reachability in a loop that reads the import entered into it."""
+    async with naiad.Runtime(workers, processes=processes, transport="inproc") as rt:
+
+        def source(scope: Any) -> Any:
+            e_in, e = Collection.new_input(scope)
+            index = e.arrange_by_key("edges")
+            return e_in, index.trace
+
+        df1 = rt.dataflow(source)
+
+        def reader(scope: Any) -> Any:
+            r_in, r = Collection.new_input(scope)
+            imported = import_trace(df1.results[scope.index][1], scope)
+            out = reachable(r, imported)
+            return r_in, out.changes(), out.probe()
+
+        df2 = rt.dataflow(reader)
+        for _, handle in df1.results:
+            handle.close()  # the importing loop's readers hold the trace now
+        peers = len(df1.results)
+        for epoch, (root_changes, edge_changes) in enumerate(zip(roots, edges, strict=True)):
+            for w in range(peers):
+                for session, changes in (
+                    (df2.results[w][0], root_changes),
+                    (df1.results[w][0], edge_changes),
+                ):
+                    for i, (record, diff) in enumerate(changes):
+                        if i % peers == w:
+                            session.update(record, diff)
+                    session.advance_to(epoch + 1)
+            await df2.results[0][2].wait(epoch)
+        for (e_in, _), (r_in, *_) in zip(df1.results, df2.results, strict=True):
+            e_in.close()
+            r_in.close()
+        await asyncio.wait_for(df2.finished(), 30)
+        await asyncio.wait_for(df1.finished(), 30)
+    return [r[1] for r in df2.results]
+
+
+@settings(max_examples=8, deadline=None)
+@given(graph_history(epochs=(2, 4)), st.sampled_from([(1, 1), (2, 1), (2, 2)]))
+def test_an_imported_index_entered_into_a_loop(graph: Any, layout: Any) -> None:
+    roots, edges = graph
+    results = ref.watchdog(reach_over_an_import(roots, edges, *layout))
+    ref.check(results, ref.expect_binary(roots, edges, ref.reach))
+
+
+# --- misuse ------------------------------------------------------------------------------------
+def build_error(build: Any) -> str:
+    with pytest.raises((ValueError, TypeError, naiad.BuildError)) as info:
+        naiad.run(build)
+    return str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("where", "expected"),
+    [
+        ("own", "'dataflow' is the arrangement's own scope 'dataflow'"),
+        ("inner", "'dataflow' is not nested inside the arrangement's own scope 'dataflow/loop'"),
+        ("number", "expected a loop scope to enter, not int"),
+        ("other dataflow", "is not nested inside"),
+    ],
+)
+def test_entering_anything_but_an_inner_loop_is_refused(where: str, expected: str) -> None:
+    elsewhere: list[Any] = []
+    naiad.run(lambda s: elsewhere.append(s.iterative("elsewhere")))
+
+    def build(scope: Any) -> Any:
+        loop = scope.iterative("loop")
+        outer = Collection.from_epochs(scope, [[((1, 2), 1)]]).arrange_by_key()
+        inner = Collection.from_epochs(scope, [[((1, 2), 1)]]).enter(loop).arrange_by_key()
+        arranged, target = {
+            "own": (outer, scope),
+            "inner": (inner, scope),
+            "number": (outer, 3),
+            "other dataflow": (outer, elsewhere[0]),
+        }[where]
+        arranged.enter(target, name="into")
+
+    message = build_error(build)
+    assert message.startswith("into: ") and expected in message
+
+
+def test_the_entered_times_are_only_made_for_the_rows_taken() -> None:
+    """A reader that takes a few rows of a large entered batch widens only those."""
+    from naiad.differential.trace import Batch
+
+    n = 10_000
+    base = Batch(
+        np.arange(n),
+        (np.zeros(n, np.int64),),
+        np.arange(n)[:, None] % 3,
+        np.ones(n, np.int64),
+        *[np.zeros((1, 1), np.int64)] * 3,
+    )
+    entered = EnteredBatch(base, 2)
+    rows = np.array([5, 7])
+    assert entered.take_times(rows).tolist() == [[2, 0, 0], [1, 0, 0]]
+    keys, _, times, _ = entered.take(slice(3, 5))
+    assert keys.tolist() == [3, 4] and times.tolist() == [[0, 0, 0], [1, 0, 0]]
+    assert entered.rows_for(np.array([9])) == slice(9, 10)
+    assert Counter(map(tuple, entered.times.tolist()))[(0, 0, 0)] == (n + 2) // 3
