@@ -242,8 +242,13 @@ class Arranged:
         return Collection(self.stream.derive(node))
 
     def join(self, other: Arranged | Collection, name: str = "join") -> Collection:
+        """``(key, *values, *other values)`` for every pair of records with equal keys.
+        ``other``, an arrangement of an enclosing scope, enters this one's loop
+        (:meth:`enter`); a collection must be in this scope."""
         from naiad.differential.join import join_arranged
 
+        if isinstance(other, Arranged):
+            other = _into(other, self.scope, name)
         return join_arranged(self, _arranged(other), name)
 
     def join_core(
@@ -290,10 +295,13 @@ class Arranged:
         return join_arranged(self, _arranged(other), name, pairs=PairFunction(f, many, name))
 
     def semijoin(self, other: Arranged | Collection, name: str = "semijoin") -> Collection:
-        """The records whose key is in ``other`` (a collection is arranged by whole records)."""
+        """The records whose key is in ``other`` (a collection is arranged by whole records;
+        ``other``, an arrangement of an enclosing scope, enters this one's loop)."""
         from naiad.differential.join import join_arranged
 
-        if not isinstance(other, Arranged):
+        if isinstance(other, Arranged):
+            other = _into(other, self.scope, name)
+        else:
             other = other.arrange_by_self(name + ".keys")
         return join_arranged(self, other, name, right_values=False)
 
@@ -311,6 +319,21 @@ class Arranged:
         from naiad.differential import reduce as r
 
         return self.reduce(r.ThresholdLogic(None), name).as_collection()
+
+
+def _into(other: Arranged, scope: Any, name: str) -> Arranged:
+    """``other`` entered into ``scope`` when it is arranged in a scope enclosing it (same
+    dataflow): read there without a second index. Otherwise ``other`` as it is (a join of
+    unrelated scopes reports them)."""
+    if other.scope is not scope and _encloses(other.scope, scope):
+        return other.enter(scope, name + ".enter")
+    return other
+
+
+def _encloses(outer: Any, inner: Any) -> bool:
+    while inner is not None and inner is not outer:
+        inner = inner.parent
+    return inner is outer
 
 
 def _arranged(c: Arranged | Collection) -> Arranged:

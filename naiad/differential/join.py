@@ -228,11 +228,10 @@ def join_arranged(
                 f"{name}: the two sides belong to different dataflows; share an arrangement "
                 "with another dataflow through import_trace"
             )
-        # an arrangement cannot enter a loop: its collection enters, and is arranged inside
         raise ValueError(
             f"{name}: the left side is in scope {left.scope.path()!r}, the right side in "
-            f"{right.scope.path()!r}; bring a collection into a loop with .enter(loop) (an "
-            "arrangement cannot enter one: enter the collection it arranges)"
+            f"{right.scope.path()!r}; bring a collection or an arrangement into a loop with "
+            ".enter(loop) (an entered arrangement is read there without a second index)"
         )
     handles = (left.handle(), right.handle())
     for h in handles:

@@ -47,11 +47,11 @@ def second(record: Any) -> Any:
 
 
 def reachable(roots: Collection, edges: Collection | Arranged) -> Collection:
-    """Reachability joining ``edges`` inside the loop: an arrangement enters it, a collection
-    is entered and arranged again there."""
+    """Reachability joining ``edges`` inside the loop: an arrangement enters it (the join
+    enters it), a collection is entered and arranged again there."""
 
     def body(reach: Collection) -> Collection:
-        e = edges.enter(reach.scope)
+        e = edges if isinstance(edges, Arranged) else edges.enter(reach.scope)
         return reach.join(e).map(second).concat(roots.enter(reach.scope)).distinct()
 
     return roots.iterate(body)
@@ -84,7 +84,7 @@ def components(edges: Collection, index: Arranged | None, priority: Any = None) 
     labels = sym.map(lambda e: e[0]).distinct().map(lambda n: (n, n))
 
     def body(current: Collection) -> Collection:
-        inner = (index if index is not None else sym).enter(current.scope)
+        inner = index if index is not None else sym.enter(current.scope)
         spread = current.join(inner).map(lambda r: (r[2], r[1]))
         return spread.concat(
             labels.enter_prioritized(current.scope, priority)
@@ -147,9 +147,9 @@ def test_keyed_operators_read_an_entered_arrangement_as_if_arranged_inside(
         present = Collection.from_epochs(scope, keys).arrange_by_self()
         inside = right.enter(loop)
         outputs = [
-            left.join(inside),
-            left.semijoin(present.enter(loop)),
-            left.antijoin(present.enter(loop)),
+            left.join(right),
+            left.semijoin(present),
+            left.antijoin(present),
             inside.count(),
             inside.distinct(),
             inside.reduce(lambda k, vs: [(sum(v * c for v, c in vs), 1)]).as_collection(),
@@ -200,7 +200,7 @@ def test_nested_loops_read_an_index_entered_twice(graph: Any, layout: Any, via: 
                 return x.join(index).map(lambda r: (r[2], r[1])).concat(x).min()
 
             spread = current.iterate(inner)
-            hop = spread.join(backward.enter(current.scope)).map(lambda r: (r[2], r[1]))
+            hop = spread.join(backward).map(lambda r: (r[2], r[1]))
             return hop.concat(spread).min()
 
         return labels.iterate(outer).changes()
@@ -370,6 +370,27 @@ def build_error(build: Any) -> str:
     with pytest.raises((ValueError, TypeError, naiad.BuildError)) as info:
         naiad.run(build)
     return str(info.value)
+
+
+def test_an_arrangement_of_a_sibling_loop_is_refused_with_the_way_in() -> None:
+    def build(scope: Any) -> Any:
+        e = Collection.from_epochs(scope, [[((1, 2), 1)]])
+        first, other = scope.iterative("first"), scope.iterative("other")
+        index = e.enter(first).arrange_by_key()
+        e.enter(other).join(index)
+
+    message = build_error(build)
+    assert message.startswith("join: ") and "'dataflow/first'" in message
+    assert ".enter(loop)" in message
+
+
+def test_an_outer_collection_still_needs_enter() -> None:
+    def build(scope: Any) -> Any:
+        e = Collection.from_epochs(scope, [[((1, 2), 1)]])
+        e.iterate(lambda x: x.join(e).map(lambda r: (r[0], r[1])))
+
+    message = build_error(build)
+    assert "'dataflow/iterate'" in message and "side in 'dataflow'" in message
 
 
 @pytest.mark.parametrize(
