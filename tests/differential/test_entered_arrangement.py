@@ -259,11 +259,13 @@ def merging_at_once() -> Any:
 
 
 async def reach_with_compaction(
-    roots: ref.Epochs, edges: ref.Epochs, workers: int, processes: int
+    roots: ref.Epochs, edges: ref.Epochs, workers: int, processes: int, settle: bool = False
 ) -> tuple[list[Any], list[list[list[int]]]]:
     """Reachability over an entered edge index fed epoch by epoch; the edge trace's other
     reader gives up all history at once, so only the loop's readers hold it back. Returns the
-    changes and, per epoch, the outer spine's compaction frontier on worker 0."""
+    changes and, per epoch, the outer spine's compaction frontier on worker 0 once the epoch
+    is complete (``settle``: once it reached the next epoch, or after a second: the probe
+    may pass an epoch before the join has heard of the same frontier move)."""
     async with naiad.Runtime(workers, processes=processes, transport="inproc") as rt:
 
         def build(scope: Any) -> Any:
@@ -286,7 +288,12 @@ async def reach_with_compaction(
                             session.update(record, diff)
                     session.advance_to(epoch + 1)
             await results[0][3].wait(epoch)
-            sinces.append(results[0][4].since().tolist())
+            spine = results[0][4]
+            for _ in range(200 if settle else 0):
+                if spine.since()[0, 0] > epoch:
+                    break
+                await asyncio.sleep(0.005)
+            sinces.append(spine.since().tolist())
         df.close_inputs()
         await asyncio.wait_for(df.finished(), 30)
     return [r[2] for r in results], sinces
@@ -309,7 +316,7 @@ def test_the_loop_holds_the_outer_trace_back_in_outer_terms_only() -> None:
     roots = [[(0, 1)], [], [(3, 1)], []]
     edges = [[((e, e + 1), 1)] for e in range(4)]
     with merging_at_once():
-        results, sinces = ref.watchdog(reach_with_compaction(roots, edges, 1, 1))
+        results, sinces = ref.watchdog(reach_with_compaction(roots, edges, 1, 1, settle=True))
     ref.check(results, ref.expect_binary(roots, edges, ref.reach))
     assert sinces == [[[1]], [[2]], [[3]], [[4]]]
 
@@ -441,3 +448,24 @@ def test_the_entered_times_are_only_made_for_the_rows_taken() -> None:
     assert keys.tolist() == [3, 4] and times.tolist() == [[0, 0, 0], [1, 0, 0]]
     assert entered.rows_for(np.array([9])) == slice(9, 10)
     assert Counter(map(tuple, entered.times.tolist()))[(0, 0, 0)] == (n + 2) // 3
+
+
+def test_an_entered_trace_reads_the_outer_history_at_loop_counter_zero() -> None:
+    """``entered.trace`` is a reader inside the loop: its cursor shows the outer updates at
+    the loop's times, and it holds the outer trace back until closed."""
+
+    def inner(scope: Any) -> Any:
+        index = Collection.from_epochs(scope, [[((1, "a"), 1)], [((1, "b"), 1)]]).arrange_by_key()
+        outer_loop = scope.iterative("outer")
+        inner_loop = outer_loop.iterative("inner")
+        entered = index.enter(outer_loop).enter(inner_loop)
+        return entered.trace, index.spine
+
+    handle, spine = naiad.run(inner)[0]
+    cursor = handle.cursor()
+    assert [(cursor.key(), cursor.values()) for _ in cursor] == [
+        (1, [("a", [(Product(Product(0, 0), 0), 1)]), ("b", [(Product(Product(1, 0), 0), 1)])])
+    ]
+    assert any(h is handle.base for h in spine.handles)  # the outer spine's own reader
+    handle.close()
+    assert not any(h is handle.base for h in spine.handles)
