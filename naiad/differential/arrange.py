@@ -213,9 +213,8 @@ class Arranged:
         scope), without a second index: join, semijoin, antijoin, reduce, count and distinct
         in the loop read the outer spine, each outer time ``t`` seen as ``t`` at loop counter
         0 (as :meth:`Collection.enter` re-times records); readers there hold the outer trace
-        back only in outer terms. ``Product`` and ``Lex`` loops alike. There is no
-        ``enter_at`` for arrangements: a counter per record would be recomputed by the user's
-        function at every read of the index; enter the collection instead.
+        back only in outer terms. ``Product`` and ``Lex`` loops alike; :meth:`enter_at`
+        gives each update its own counter.
 
         >>> import naiad
         >>> from naiad.differential import Collection
@@ -234,6 +233,42 @@ class Arranged:
         from naiad.differential.entered import enter_arranged
 
         return enter_arranged(self, loop, name)
+
+    def enter_at(self, loop: Any, at: Callable[..., Any], name: str = "enter_at") -> Arranged:
+        """:meth:`enter`, each update at the innermost loop's counter ``at(*columns)`` (as
+        :meth:`Collection.enter_at`: vectorized over the arranged records' decoded columns,
+        key first). Nothing is stored: the counters are computed for the rows a reader
+        takes, at every read (a join calls ``at`` on its matches each time), so ``at`` must
+        be cheap and pure. Its errors reach the caller from the reading operator.
+
+        >>> import naiad
+        >>> from naiad.differential import Collection
+        >>> def build(scope):
+        ...     pairs = Collection.from_epochs(scope, [[((1, 10), 1), ((2, 20), 1)]])
+        ...     loop = scope.iterative()
+        ...     entered = pairs.arrange_by_key().enter_at(loop, lambda k, v: k)
+        ...     return entered.as_collection().changes()
+        >>> naiad.run(build)
+        [[((1, 10), Product(outer=0, inner=1), 1), ((2, 20), Product(outer=0, inner=2), 1)]]
+        """
+        from naiad.differential import iterate
+        from naiad.differential.entered import enter_arranged
+
+        return enter_arranged(self, loop, name, iterate.entry_counters(at, f"{name}: at(*columns)"))
+
+    def enter_prioritized(
+        self, loop: Any, priority: Callable[..., Any], name: str = "enter_prioritized"
+    ) -> Arranged:
+        """:meth:`enter` into a loop iterated with ``iterate(priority=...)``, each update at
+        its priority's first iteration (as :meth:`Collection.enter_prioritized`; counters
+        computed at every read, as for :meth:`enter_at`)."""
+        from naiad.differential import iterate
+        from naiad.differential.entered import enter_arranged
+
+        counters = iterate.entry_counters(
+            priority, f"{name}: priority(*columns)", iterate.PRIORITY_BITS, iterate.PRIORITY_SHIFT
+        )
+        return enter_arranged(self, loop, name, counters)
 
     def as_collection(self, name: str = "as_collection") -> Collection:
         from naiad.differential.collection import Collection

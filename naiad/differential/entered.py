@@ -19,14 +19,20 @@ accumulations at every inner time in advance of ``F`` are unchanged.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from naiad.differential import lattice
 from naiad.differential.trace import Batch, Columns, Spine, TraceHandle
-from naiad.differential.updates import take_rows
+from naiad.differential.updates import Updates, take_rows
 from naiad.operators.scope import Scope
+
+Counters = Callable[[Updates], np.ndarray]
+"""The loop counter of each update of a batch (see :func:`iterate.entry_counters`)."""
+Levels = tuple[Counters | None, ...]
+"""Per loop entered, outermost first: how its counter is given (``None``: 0)."""
 
 
 def widened(times: np.ndarray, depth: int) -> np.ndarray:
@@ -43,12 +49,16 @@ def widened(times: np.ndarray, depth: int) -> np.ndarray:
 
 class EnteredBatch(Batch):
     """An outer batch as seen inside a loop: its columns, its key index and its sequence
-    numbers, with every time (and frontier) extended with zero loop counters."""
+    numbers, with every time (and frontier) extended with loop counters: zero, or for the
+    loops in ``levels`` that have a function, that function of the updates (``enter_at``;
+    frontiers keep zero there: an update at ``(t, c)`` is at or after ``(lower, 0)`` and not
+    at or after ``(upper, 0)`` exactly when ``t`` is so with ``lower`` and ``upper``)."""
 
-    __slots__ = ("base", "depth")
+    __slots__ = ("base", "depth", "levels")
 
-    def __init__(self, base: Batch, depth: int) -> None:  # no call to Batch.__init__: a view
-        self.base, self.depth = base, depth
+    def __init__(self, base: Batch, depth: int, levels: Levels = ()) -> None:
+        # no call to Batch.__init__: a view
+        self.base, self.depth, self.levels = base, depth, levels
         self.keys, self.vals, self.diffs = base.keys, base.vals, base.diffs
         self.lower, self.upper = widened(base.lower, depth), widened(base.upper, depth)
         self.since = widened(base.since, depth)
@@ -59,18 +69,35 @@ class EnteredBatch(Batch):
     def times(self) -> np.ndarray:
         """Every row's time, extended (a new matrix per call: readers that take some rows
         call :meth:`take_times` instead)."""
-        return widened(self.base.times, self.depth)
+        return self._times(slice(None))
 
     @times.setter
     def times(self, value: np.ndarray) -> None:
         raise AttributeError("an entered batch is read-only")
 
     def take_times(self, index: np.ndarray | slice) -> np.ndarray:
-        return widened(take_rows(self.base.times, index), self.depth)
+        return self._times(index)
 
     def take(self, index: np.ndarray | slice) -> tuple[np.ndarray, Columns, np.ndarray, np.ndarray]:
-        keys, vals, times, diffs = self.base.take(index)
-        return keys, vals, widened(times, self.depth), diffs
+        keys, vals, _, diffs = self.base.take(index)
+        return keys, vals, self._times(index), diffs
+
+    def _times(self, index: np.ndarray | slice) -> np.ndarray:
+        """The rows ``index``'s times, extended; counters given by functions are computed
+        from those rows' decoded records, at every read (nothing is stored)."""
+        base = self.base
+        times = widened(take_rows(base.times, index), self.depth)
+        if any(self.levels):
+            data = (
+                base.decode(0, base.keys[index]),
+                *(base.decode(i + 1, v[index]) for i, v in enumerate(base.vals)),
+            )
+            updates = Updates(data, times, base.diffs[index])
+            first = base.times.shape[1]
+            for j, counters in enumerate(self.levels):
+                if counters is not None:
+                    times[:, first + j] = counters(updates)
+        return times
 
     def lookup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return self.base.lookup(keys)  # the outer batch's distinct-key index, shared
@@ -87,8 +114,11 @@ class EnteredSpine(Spine):
     view (its batches are the outer spine's, wrapped as they are read); readers' handles hold
     the outer spine back."""
 
-    def __init__(self, outer: Spine, depth: int, lex: tuple[bool, ...], name: str) -> None:
+    def __init__(
+        self, outer: Spine, depth: int, lex: tuple[bool, ...], name: str, levels: Levels = ()
+    ) -> None:
         self.outer = outer  # before Spine.__init__, which reads the upper frontier
+        self.levels = levels
         super().__init__(depth, lex, name, outer.worker)
         # the outer lists themselves: a column switched to codes there is switched here
         self.encoded, self.kinds = outer.encoded, outer.kinds
@@ -110,7 +140,8 @@ class EnteredSpine(Spine):
         pass  # Spine.__init__ sets it; the view's batches are always the outer ones
 
     def batches_through(self, seq: int | None) -> list[Batch]:
-        return [EnteredBatch(b, self.depth) for b in self.outer.batches_through(seq)]
+        levels = self.levels
+        return [EnteredBatch(b, self.depth, levels) for b in self.outer.batches_through(seq)]
 
     def since(self) -> np.ndarray:
         return widened(self.outer.since(), self.depth)
@@ -180,16 +211,17 @@ class EnteredHandle(TraceHandle):
         return f"EnteredHandle({self.base!r}, depth {self.spine.depth})"
 
 
-def enter_arranged(arranged: Any, loop: Any, name: str) -> Any:
-    """``arranged`` inside ``loop`` (nested one or more levels below its scope): the body of
-    :meth:`Arranged.enter`."""
+def enter_arranged(arranged: Any, loop: Any, name: str, counters: Counters | None = None) -> Any:
+    """``arranged`` inside ``loop`` (nested one or more levels below its scope), each update
+    at loop counter 0 or at ``counters(batch)`` in the innermost loop: the body of
+    :meth:`Arranged.enter` and :meth:`Arranged.enter_at`."""
     from naiad.differential.arrange import Arranged
     from naiad.operators import loops
 
     if not isinstance(loop, Scope):
         raise TypeError(f"{name}: expected a loop scope to enter, not {type(loop).__name__}")
     spine = arranged.spine
-    outer = spine.outer if isinstance(spine, EnteredSpine) else spine
+    outer, levels = (spine.outer, spine.levels) if isinstance(spine, EnteredSpine) else (spine, ())
     chain: list[Scope] = []
     scope: Any = loop
     while scope is not None and scope is not arranged.scope:
@@ -201,12 +233,17 @@ def enter_arranged(arranged: Any, loop: Any, name: str) -> Any:
             f"{name}: {loop.path()!r} {where} the arrangement's own scope "
             f"{arranged.scope.path()!r}; an arrangement enters a loop nested inside it"
         )
-    view = EnteredSpine(outer, loop.depth, lattice.scope_lex(loop), f"{outer.name}@{name}")
     depth = loop.depth
+    # the levels of the loops entered before (an entered arrangement entered again), zero
+    # counters, padded to this depth, then this loop's (counters only for the innermost)
+    levels = (*levels, *[None] * (depth - outer.depth - len(levels) - 1), counters)
+    if not any(levels):
+        levels = ()
+    view = EnteredSpine(outer, depth, lattice.scope_lex(loop), f"{outer.name}@{name}", levels)
 
     def present(batch: Batch) -> Batch:
         base = batch.base if isinstance(batch, EnteredBatch) else batch
-        return EnteredBatch(base, depth)
+        return EnteredBatch(base, depth, levels)
 
     stream = arranged.stream
     for i, inner in enumerate(reversed(chain)):
