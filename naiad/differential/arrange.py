@@ -282,9 +282,7 @@ class Arranged:
         (:meth:`enter`); a collection must be in this scope."""
         from naiad.differential.join import join_arranged
 
-        if isinstance(other, Arranged):
-            other = _into(other, self.scope, name)
-        return join_arranged(self, _arranged(other), name)
+        return join_arranged(self, _arranged(other, self.scope, name), name)
 
     def join_core(
         self,
@@ -294,9 +292,10 @@ class Arranged:
     ) -> Collection:
         """For every pair of records with equal keys, the records of ``f(key, value,
         other value)`` (an iterable: none, one or several), each at the pair's time with the
-        product of their diffs. A value is what ``reduce`` hands over: the one field after the
-        key, a tuple of the fields after it if there are several, ``()`` for a record that is
-        a key only. Unlike ``join`` (columnar), this costs one Python call per matched pair.
+        product of their diffs (``other``, an arrangement of an enclosing scope, enters this
+        one's loop, as for :meth:`join`). A value is what ``reduce`` hands over: the one field
+        after the key, a tuple of the fields after it if there are several, ``()`` for a record
+        that is a key only. Unlike ``join`` (columnar), this costs one Python call per matched pair.
 
         >>> import naiad
         >>> from naiad.differential import Collection
@@ -327,7 +326,8 @@ class Arranged:
         from naiad.differential.join import PairFunction, join_arranged
 
         check_function(f, 3, name, "f(key, value, other value)")
-        return join_arranged(self, _arranged(other), name, pairs=PairFunction(f, many, name))
+        other = _arranged(other, self.scope, name)
+        return join_arranged(self, other, name, pairs=PairFunction(f, many, name))
 
     def semijoin(self, other: Arranged | Collection, name: str = "semijoin") -> Collection:
         """The records whose key is in ``other`` (a collection is arranged by whole records;
@@ -371,8 +371,10 @@ def _encloses(outer: Any, inner: Any) -> bool:
     return inner is outer
 
 
-def _arranged(c: Arranged | Collection) -> Arranged:
-    return c if isinstance(c, Arranged) else c.arrange_by_key()
+def _arranged(c: Arranged | Collection, scope: Any, name: str) -> Arranged:
+    """The other side of a join in ``scope``: an arrangement (entered when it is of an
+    enclosing scope, :func:`_into`), or a collection arranged by key."""
+    return _into(c, scope, name) if isinstance(c, Arranged) else c.arrange_by_key()
 
 
 def arrange(collection: Collection, name: str = "arrange", whole: bool = False) -> Arranged:

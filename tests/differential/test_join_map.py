@@ -123,7 +123,8 @@ NODES = st.integers(0, 5)
 )
 def test_join_map_and_join_core_inside_iterate(graph: Any, layout: Any) -> None:
     """Reachability, with the step along edges taken by ``join_map`` (a node is a key
-    alone: its value is ``()``) in one loop and by ``join_core`` in another."""
+    alone: its value is ``()``) in one loop, by ``join_core`` in another, and by ``join_map``
+    against the edges arranged outside the loop in a third."""
     roots, edges = graph
 
     def build(scope: Any) -> Any:
@@ -139,12 +140,23 @@ def test_join_map_and_join_core_inside_iterate(graph: Any, layout: Any) -> None:
             step = reach.arrange_by_key().join_core(inner, lambda k, unit, dst: [dst, dst])
             return step.concat(r.enter(reach.scope)).distinct()
 
-        return r.iterate(body_map).changes(), r.iterate(body_core).changes()
+        outer = e.arrange_by_key()
+
+        def body_outer(reach: Collection) -> Collection:
+            # an arrangement of the enclosing scope enters the loop by itself, as for join
+            step = reach.join_map(outer, lambda k, unit, dst: dst)
+            return step.concat(r.enter(reach.scope)).distinct()
+
+        return (
+            r.iterate(body_map).changes(),
+            r.iterate(body_core).changes(),
+            r.iterate(body_outer).changes(),
+        )
 
     results = ref.run(build, layout)
     want = ref.expect_binary(roots, edges, ref.reach)
-    ref.check([x[0] for x in results], want)
-    ref.check([x[1] for x in results], want)
+    for i in range(3):
+        ref.check([x[i] for x in results], want)
 
 
 def other_side(s: Any) -> Collection:
