@@ -12,7 +12,7 @@ propagation) iterating forever, as a negative self-loop cancels its node's label
 round.
 
 >>> import naiad
->>> from naiad.differential import Collection
+>>> from naiad.differential import Arranged, Collection
 >>> from naiad.libraries import graph
 >>> def build(scope):
 ...     edges = Collection.from_epochs(scope, [[((1, 2), 1), ((3, 4), 1)], [((2, 3), 1)]])
@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from naiad.differential import Collection
+from naiad.differential import Arranged, Collection
 
 
 def undirected(edges: Collection) -> Collection:
@@ -59,19 +59,27 @@ def _distinct_values(values: Collection, name: str) -> Collection:
     return values.arrange_by_self(name + ".arrange").distinct(name)
 
 
+def _index(edges: Collection | Arranged, name: str) -> Arranged:
+    """The edges arranged by source, once, outside the loops that read them: a loop's join
+    enters the arrangement (``Arranged.enter``) instead of indexing the edges again inside.
+    An arrangement given by the caller (``edges.arrange_by_key()``) is shared as it is."""
+    return edges if isinstance(edges, Arranged) else edges.arrange_by_key(name + ".edges")
+
+
 def propagate_min(
     labels: Collection,
-    edges: Collection,
+    edges: Collection | Arranged,
     priority: Callable[..., Any] | None = None,
     name: str = "propagate",
 ) -> Collection:
     """Each node's least label reachable along ``edges`` from ``(node, label)`` seeds: label
-    propagation to a fixed point (seed 002 Figure 3)."""
+    propagation to a fixed point (seed 002 Figure 3). ``edges`` may be an arrangement by
+    source shared with other queries."""
+    index = _index(edges, name)
 
     def body(current: Collection) -> Collection:
         loop = current.scope
-        inner = edges.enter(loop)
-        proposals = current.join(inner, name=name + ".join").map_columns(
+        proposals = current.join(index, name=name + ".join").map_columns(
             lambda node, label, dst: (dst, label), name=name + ".send"
         )
         # The least of a node's seeds and its neighbours' labels: the same values as the
@@ -124,12 +132,13 @@ def _at_zero(nodes: Collection) -> Collection:
     return nodes.map_columns(lambda n: (n, np.zeros(len(n), np.int64)))
 
 
-def reachability(edges: Collection, roots: Collection) -> Collection:
-    """The nodes reachable from ``roots`` (a collection of nodes) along directed edges."""
+def reachability(edges: Collection | Arranged, roots: Collection) -> Collection:
+    """The nodes reachable from ``roots`` (a collection of nodes) along directed edges
+    (a collection, or one arranged by source, shared with other queries)."""
+    index = _index(edges, "reach")
 
     def body(reached: Collection) -> Collection:
-        inner = edges.enter(reached.scope)
-        step = reached.map_columns(lambda n: (n, n)).join(inner, name="reach.join")
+        step = reached.map_columns(lambda n: (n, n)).join(index, name="reach.join")
         return _distinct_values(
             step.map_columns(lambda n, _, dst: dst).concat(reached), "reach.distinct"
         )
@@ -137,28 +146,30 @@ def reachability(edges: Collection, roots: Collection) -> Collection:
     return _node_set(roots, "roots").iterate(body, name="reach")
 
 
-def bfs(edges: Collection, roots: Collection) -> Collection:
-    """``(node, hops)``: the least number of directed edges from any root."""
+def bfs(edges: Collection | Arranged, roots: Collection) -> Collection:
+    """``(node, hops)``: the least number of directed edges from any root (``edges``: a
+    collection, or one arranged by source)."""
     start = _at_zero(_node_set(roots, "roots"))
+    index = _index(edges, "bfs")
 
     def body(dist: Collection) -> Collection:
-        inner = edges.enter(dist.scope)
-        step = dist.join(inner, name="bfs.join").map_columns(lambda n, d, dst: (dst, d + 1))
+        step = dist.join(index, name="bfs.join").map_columns(lambda n, d, dst: (dst, d + 1))
         return step.concat(dist).min(name="bfs.min")
 
     return start.iterate(body, name="bfs")
 
 
-def shortest_paths(edges: Collection, roots: Collection) -> Collection:
+def shortest_paths(edges: Collection | Arranged, roots: Collection) -> Collection:
     """``(node, distance)`` over weighted ``(src, dst, weight)`` edges (weights >= 0), from any
     root (Bellman-Ford, seed 002 Figure 19). Not prioritized: a priority orders only what
     enters the loop, and here only the roots enter, all at distance 0 (delta-stepping would
-    need the priorities of the distances found inside the loop)."""
+    need the priorities of the distances found inside the loop). ``edges``: a collection, or
+    one arranged by source."""
     start = _at_zero(_node_set(roots, "roots"))
+    index = _index(edges, "sp")
 
     def body(dist: Collection) -> Collection:
-        inner = edges.enter(dist.scope)
-        step = dist.join(inner, name="sp.join").map_columns(lambda n, d, dst, w: (dst, _plus(d, w)))
+        step = dist.join(index, name="sp.join").map_columns(lambda n, d, dst, w: (dst, _plus(d, w)))
         return step.concat(dist).min(name="sp.min")
 
     return start.iterate(body, name="sp")
@@ -185,15 +196,14 @@ def approximate_shortest_paths(
     """``(src, dst, estimate)`` for ``(src, dst)`` queries on the undirected graph: the least
     ``d(src, L) + d(L, dst)`` over landmarks ``L`` (an upper bound on the distance, exact when
     a landmark lies on a shortest path), from one BFS per landmark run together."""
-    both = undirected(edges)
+    both = _index(undirected(edges), "asp")
     start = _node_set(landmarks, "landmarks").map_columns(
         lambda n: (_pairs(n, n), np.zeros(len(n), np.int64))
     )
 
     def body(dist: Collection) -> Collection:  # ((node, landmark), hops)
-        inner = both.enter(dist.scope)
         by_node = dist.map(lambda r: (r[0][0], r[0][1], r[1]), name="asp.by_node")
-        step = by_node.join(inner, name="asp.join").map(
+        step = by_node.join(both, name="asp.join").map(
             lambda r: ((r[3], r[1]), r[2] + 1), name="asp.send"
         )
         return step.concat(dist).min(name="asp.min")
@@ -232,10 +242,12 @@ def scc(edges: Collection) -> Collection:
 def _trim(edges: Collection) -> Collection:
     """The edges ``(s, d)`` whose endpoints reach equal least labels along ``edges``."""
     labels = nodes(edges).map_columns(lambda n: (n, n), name="trim.labels")
-    reached = propagate_min(labels, edges, name="trim.propagate")  # (node, least reaching label)
-    with_src = edges.join(reached, name="trim.src")  # (s, d, ls)
+    index = _index(edges, "trim")  # read by the propagation's loop and by trim.src
+    reached = propagate_min(labels, index, name="trim.propagate")  # (node, least label)
+    by_node = reached.arrange_by_key("trim.reached")  # read twice
+    with_src = index.join(by_node, name="trim.src")  # (s, d, ls)
     keyed = with_src.map_columns(lambda s, d, ls: (d, s, ls), name="trim.by_dst")
-    both = keyed.join(reached, name="trim.dst")  # (d, s, ls, ld)
+    both = keyed.join(by_node, name="trim.dst")  # (d, s, ls, ld)
     same = both.filter_columns(lambda d, s, ls, ld: ls == ld, name="trim.same")
     return same.map_columns(lambda d, s, ls, ld: (s, d), name="trim.edge")
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import naiad
 from naiad.differential import Collection
+from naiad.differential.arrange import ArrangeVertex
 from naiad.libraries import graph
 
 NODES = 8
@@ -109,18 +110,30 @@ def test_wcc(epochs: Any, workers: int, prioritized: bool, kind: str) -> None:
     assert got == [components(g) for g in graphs_at(epochs)]
 
 
+def arrangements(scope: Any) -> int:
+    return sum(isinstance(op.logic, ArrangeVertex) for op in scope.build.operators)
+
+
 @FAST
-@given(edge_histories(), layouts, NODE_KINDS)
-def test_reachability_and_bfs(epochs: Any, workers: int, kind: str) -> None:
+@given(edge_histories(), layouts, NODE_KINDS, st.booleans())
+def test_reachability_and_bfs(epochs: Any, workers: int, kind: str, shared: bool) -> None:
+    """``shared``: both read one arrangement of the edges (K-Pg's shared index), built
+    before them: they build only the arrangements of their own loops."""
     node = relabelled(kind)
     epochs, root = relabel_epochs(epochs, node), node(0)
 
     def build(scope: Any) -> Any:
         edges = Collection.from_epochs(scope, epochs)
         roots = Collection.from_epochs(scope, [[(root, 1)]])
-        return graph.reachability(edges, roots).changes(), graph.bfs(edges, roots).changes()
+        index = edges.arrange_by_key() if shared else edges
+        before = arrangements(scope)
+        out = graph.reachability(index, roots).changes(), graph.bfs(index, roots).changes()
+        return *out, arrangements(scope) - before
 
     results = naiad.run(build, workers=workers)
+    # the roots' set, the loop variable's join side and distinct (reach) or min (bfs); and
+    # the edges once each unless shared
+    assert {r[2] for r in results} == {6 if shared else 8}
     reach = accumulate([r[0] for r in results], len(epochs))
     hops = accumulate([r[1] for r in results], len(epochs))
     for e, g in enumerate(graphs_at(epochs)):
