@@ -73,17 +73,7 @@ class Exchange(Pact):
                     f"hash other values with naiad.differential.updates.stable_hash"
                 ) from None
             return [(w, part) for w, part in enumerate(parts) if part]
-        routes = np.asarray(self.keys(batch))
-        if routes.ndim != 1 or (routes.dtype.kind not in "iub" and routes.size):
-            # a cast to int64 truncated floats (NaN to INT64_MIN), failed on strings or huge
-            # ints with numpy's own message, and a scalar had "no len()"
-            raise TypeError(
-                f"exchange: keys(batch) must return a 1-d array of integers (int64 at most), "
-                f"one per record, not {routes.ndim}-d {routes.dtype} "
-                f"{np.array2string(routes.ravel()[:3], separator=', ')}; hash other values "
-                f"with naiad.differential.updates.stable_hash"
-            )
-        keys = routes.astype(np.int64, copy=False)
+        keys = routes_array(self.keys(batch), batch, "exchange: keys(batch)")
         workers: np.ndarray
         if peers & (peers - 1) == 0 and peers <= 256:
             # x % peers costs ~11 ns per record in numpy; for a power of two it is the low
@@ -91,20 +81,51 @@ class Exchange(Pact):
             workers = keys.astype(np.uint8) & np.uint8(peers - 1)
         else:
             workers = keys % peers
-        if len(workers) != len(batch):
-            raise ValueError(
-                f"exchange keys returned {len(workers)} routes for a batch of {len(batch)}"
-            )
-        if isinstance(batch, list):
-            out = []
-            for w in range(peers):
-                indices = np.flatnonzero(workers == w).tolist()
-                if indices:
-                    out.append((w, [batch[i] for i in indices]))
-            return out
-        if peers <= MASK_PEERS:
-            return _partition_by_masks(batch, workers, peers)
-        return _partition_by_sort(batch, workers, peers)
+        return split_by_routes(batch, workers, peers)
+
+
+def routes_array(routes: Any, batch: Any, what: str) -> np.ndarray:
+    """``routes`` (what a function returned for ``batch``) checked as one integer per record,
+    as an int64 array; ``what`` names the function in the error.
+
+    >>> routes_array([1, 0], ["a", "b"], "keys(batch)").tolist()
+    [1, 0]
+    >>> routes_array([0.5], ["a"], "keys(batch)")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    TypeError: keys(batch) must return a 1-d array of integers (int64 at most), one per ...
+    """
+    array = np.asarray(routes)
+    if array.ndim != 1 or (array.dtype.kind not in "iub" and array.size):
+        # a cast to int64 truncated floats (NaN to INT64_MIN), failed on strings or huge
+        # ints with numpy's own message, and a scalar had "no len()"
+        raise TypeError(
+            f"{what} must return a 1-d array of integers (int64 at most), one per record, not "
+            f"{array.ndim}-d {array.dtype} {np.array2string(array.ravel()[:3], separator=', ')}; "
+            f"hash other values with naiad.differential.updates.stable_hash"
+        )
+    if len(array) != len(batch):
+        raise ValueError(f"{what} returned {len(array)} routes for a batch of {len(batch)}")
+    return array.astype(np.int64, copy=False)
+
+
+def split_by_routes(batch: Any, routes: np.ndarray, parts: int) -> list[tuple[int, Any]]:
+    """The non-empty parts of ``batch`` (a list or a numpy array), record ``i`` going to part
+    ``routes[i]`` (each in ``range(parts)``), in their order within each part.
+
+    >>> split_by_routes(["a", "b", "c"], np.array([2, 0, 2]), 3)
+    [(0, ['b']), (2, ['a', 'c'])]
+    """
+    if isinstance(batch, list):
+        out = []
+        for w in range(parts):
+            indices = np.flatnonzero(routes == w).tolist()
+            if indices:
+                out.append((w, [batch[i] for i in indices]))
+        return out
+    if parts <= MASK_PEERS:
+        return _partition_by_masks(batch, routes, parts)
+    return _partition_by_sort(batch, routes, parts)
 
 
 # Up to this many peers a columnar batch is split with one boolean mask per destination

@@ -21,6 +21,7 @@ from naiad.operators import generic as generic_op
 from naiad.operators import inspect as inspect_op
 from naiad.operators import loops as loops_op
 from naiad.operators import map as map_op
+from naiad.operators import partition as partition_op
 from naiad.operators import probe as probe_op
 from naiad.operators import subscribe as subscribe_op
 
@@ -70,6 +71,20 @@ class Stream(StreamCore):
     ) -> tuple[Stream, Stream]:
         """``(records where predicate holds, the others)``."""
         return branch_op.branch(self, predicate, name)
+
+    def partition(
+        self, parts: int, route: Callable[[Any], int], name: str = "partition"
+    ) -> list[Stream]:
+        """``parts`` streams: record ``r`` goes to stream ``route(r)``, an int in
+        ``range(parts)``."""
+        return partition_op.partition(self, parts, route, name)
+
+    def partition_batch(
+        self, parts: int, routes: Callable[[Any], Any], name: str = "partition_batch"
+    ) -> list[Stream]:
+        """``parts`` streams split by ``routes(batch)``: one part index per record, one call
+        per batch (numpy batches stay arrays)."""
+        return partition_op.partition_batch(self, parts, routes, name)
 
     def inspect(self, f: Callable[[Any], None], name: str = "inspect") -> Stream:
         """Calls ``f(record)`` for every record; passes records on."""
