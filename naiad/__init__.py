@@ -7,7 +7,7 @@
 
 from naiad.actors.supervision import DataflowStopped
 from naiad.actors.vertex import Vertex
-from naiad.dataflow.channels import Exchange, Pipeline
+from naiad.dataflow.channels import Broadcast, Exchange, Pipeline
 from naiad.dataflow.scope import BuildError
 from naiad.operators.input import InputError, InputHandle
 from naiad.operators.loops import FeedbackHandle
@@ -28,6 +28,7 @@ from naiad.runtime.runtime import Dataflow, Runtime, run
 
 __all__ = [
     "Antichain",
+    "Broadcast",
     "BuildError",
     "Capability",
     "CapabilityError",

@@ -3,12 +3,14 @@
 A *pact* says how records reach the shards of the consuming operator: :class:`Pipeline`
 keeps them on the sending worker; :class:`Exchange` routes each record to worker
 ``key(record) % peers`` (Naiad §3.1's partitioning function), or, with ``keys``, computes the
-routing of a whole batch in one call (a numpy array of worker numbers, for numpy batches).
+routing of a whole batch in one call (a numpy array of worker numbers, for numpy batches);
+:class:`Broadcast` sends every batch to every worker.
 
 A *pusher* is the sending end of one physical edge. Every message pushed is counted once, at
 the logical target location, in the sending worker's progress batch; the partitioning step
 pushes one message per non-empty part, so the counts it reports are exactly the messages
-that will be received (invariant 4).
+that will be received (invariant 4); a broadcast pushes one message per worker, and counts
+as many.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from naiad.actors.vertex import VertexShard
+from naiad.actors.vertex import VertexShard, fan_out
 from naiad.progress.change_batch import ChangeBatch
 
 
@@ -30,6 +32,11 @@ class Pact:
 @dataclass(frozen=True)
 class Pipeline(Pact):
     """Records stay on the worker that produced them."""
+
+
+@dataclass(frozen=True)
+class Broadcast(Pact):
+    """Every batch goes to every worker (one message per worker; on one worker, a pipeline)."""
 
 
 @dataclass(frozen=True)
@@ -232,3 +239,35 @@ class ExchangePusher:
                 pushers[worker].push(time, part)
             else:
                 pushers[worker].send_encoded(time, part)
+
+
+class BroadcastPusher:
+    """Pushes every batch to the pusher of every worker.
+
+    A batch bound for other processes is encoded once, whatever the number of their workers,
+    and before anything is delivered: a record the codec refuses raises with nothing of the
+    batch delivered anywhere. A list goes itself to one local worker and as a copy to the
+    others (as :func:`~naiad.actors.vertex.fan_out` does), so that each may modify its own.
+    """
+
+    __slots__ = ("local", "remote", "target")
+
+    shares = True  # a local worker receives the batch object itself (the sender copies it
+    # for this pusher when the output has other consumers after it)
+
+    def __init__(self, pushers: list[Any], target: str) -> None:
+        self.local = [p for p in pushers if getattr(p, "encoded", None) is None]
+        self.remote = [p for p in pushers if getattr(p, "encoded", None) is not None]
+        self.target = target  # the name of the operator the batches are sent to
+
+    def push(self, time: Any, batch: Any) -> None:
+        remote = self.remote
+        if remote:
+            try:
+                frames = remote[0].encoded(time, batch)
+            except Exception as exc:
+                exc.add_note(f"naiad: while broadcasting records to operator {self.target!r}")
+                raise
+            for pusher in remote:
+                pusher.send_encoded(time, frames)
+        fan_out(self.local, time, batch)

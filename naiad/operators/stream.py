@@ -13,6 +13,7 @@ from naiad.actors.vertex import Vertex
 from naiad.dataflow.channels import Pact
 from naiad.dataflow.scope import StreamCore
 from naiad.operators import branch as branch_op
+from naiad.operators import broadcast as broadcast_op
 from naiad.operators import concat as concat_op
 from naiad.operators import exchange as exchange_op
 from naiad.operators import filter as filter_op
@@ -61,6 +62,10 @@ class Stream(StreamCore):
     ) -> Stream:
         """Records routed to worker ``key(record) % peers`` (or ``keys(batch)`` per batch)."""
         return exchange_op.exchange(self, key, keys=keys, name=name)
+
+    def broadcast(self, name: str = "broadcast") -> Stream:
+        """Every record on every worker (each worker receives every batch)."""
+        return broadcast_op.broadcast(self, name)
 
     def concat(self, *others: Stream, name: str = "concat") -> Stream:
         """The records of this stream and of ``others``."""

@@ -21,7 +21,14 @@ from typing import TYPE_CHECKING, Any
 
 from naiad.actors.vertex import VertexShard
 from naiad.actors.worker import Worker, WorkerGroup
-from naiad.dataflow.channels import Exchange, ExchangePusher, LocalPusher, Pipeline
+from naiad.dataflow.channels import (
+    Broadcast,
+    BroadcastPusher,
+    Exchange,
+    ExchangePusher,
+    LocalPusher,
+    Pipeline,
+)
 from naiad.dataflow.scope import BuildError, DataflowBuild
 from naiad.operators.input import ImportVertex, InputHandle, InputVertex
 from naiad.operators.probe import ProbeHandle
@@ -193,7 +200,9 @@ class Instance:
         """Hands a DATA frame to the shard it is for, after checking it can be."""
         process = self.process
         edges = self.builds[0].edges
-        if header.channel >= len(edges) or not isinstance(edges[header.channel].pact, Exchange):
+        if header.channel >= len(edges) or not isinstance(
+            edges[header.channel].pact, Exchange | Broadcast
+        ):
             raise FrameError(f"dataflow {self.id} has no exchange channel {header.channel}")
         local = header.target - process.first
         if not 0 <= local < process.local:
@@ -382,7 +391,7 @@ class Process:
                 if isinstance(edge.pact, Pipeline) or self.peers == 1:
                     target = instance.shards[local][dst]
                     output.pushers.append(LocalPusher(target, in_port, location, buffer, True))
-                elif isinstance(edge.pact, Exchange):
+                elif isinstance(edge.pact, Exchange | Broadcast):
                     pushers: list[Any] = []
                     for g in range(self.peers):
                         owner = g // self.local
@@ -405,7 +414,10 @@ class Process:
                                 )
                             )
                     into = instance.shards[local][dst].name
-                    output.pushers.append(ExchangePusher(edge.pact, pushers, into))
+                    if isinstance(edge.pact, Broadcast):
+                        output.pushers.append(BroadcastPusher(pushers, into))
+                    else:
+                        output.pushers.append(ExchangePusher(edge.pact, pushers, into))
                 else:
                     raise BuildError(f"unknown channel kind {edge.pact!r}")
 

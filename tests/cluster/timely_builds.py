@@ -1,0 +1,27 @@
+"""Build functions for the timely operators' tests on real processes (importable by the
+member processes of a TCP cluster, which run them through ``naiad.runtime.harness``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import naiad
+
+EPOCHS = [[3, 14, 15, 92], [], [65, 35, 89, 79, 32], [38, 46]]
+
+
+def partition_parts(scope: naiad.Scope) -> list[list[tuple[Any, Any]]]:
+    stream = scope.from_epochs(EPOCHS).exchange(lambda x: x // 3)
+    lists = stream.partition(3, lambda x: x % 3)
+    arrays = scope.from_epochs([np.array(e, dtype=np.int64) for e in EPOCHS]).partition_batch(
+        3, lambda b: b % 3
+    )
+    return [p.collect() for p in lists] + [p.map(int).collect() for p in arrays]
+
+
+def broadcast_everywhere(scope: naiad.Scope) -> tuple[list[Any], list[Any]]:
+    stream = scope.from_epochs(EPOCHS)
+    arrays = scope.from_epochs([np.array(e, dtype=np.int64) for e in EPOCHS])
+    return stream.broadcast().collect(), arrays.broadcast().map(int).collect()
