@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from naiad.actors.vertex import Vertex
 from naiad.dataflow.channels import Pipeline
+from naiad.dataflow.scope import BuildError
 from naiad.progress.antichain import Antichain, MutableAntichain
 from naiad.progress.capability import Capability
 from naiad.progress.timestamp import as_time
@@ -17,10 +18,12 @@ if TYPE_CHECKING:
 
 
 class ProbeVertex(Vertex):
-    """Consumes and discards; its input frontier is what the handle reports."""
+    """Consumes and discards; its input frontier is what the handle reports (with the
+    frontiers of the other streams the handle probes)."""
 
-    def __init__(self, levels: int | None = None) -> None:
-        self.handle = ProbeHandle(lambda: self.shard.frontiers[0], levels)
+    def __init__(self, handle: ProbeHandle) -> None:
+        self.handle = handle
+        handle._sources.append(lambda: self.shard.frontiers[0])
 
     def on_recv(self, port: int, cap: Capability, batch: Any) -> None:
         pass
@@ -36,12 +39,23 @@ class ProbeHandle:
     time before ``t`` may still appear (timely's usual step-while condition). A probe tracks
     the frontier only: sinks on the same stream may run after ``wait`` returns (a
     ``subscribe`` handle waits for its own callbacks instead).
+
+    ``ProbeHandle()`` makes a handle that probes nothing yet (its frontier is empty, as
+    timely's ``ProbeHandle::new()``); ``stream.probe_with(handle)`` adds a stream to it, and
+    a handle on several streams reports their meet: the times at which a record may still
+    appear on any of them. Each worker's build makes its own handle, as it does its own
+    probes.
     """
 
     def __init__(
-        self, frontier: Callable[[], MutableAntichain | Antichain], levels: int | None = None
+        self,
+        frontier: Callable[[], MutableAntichain | Antichain] | None = None,
+        levels: int | None = None,
     ) -> None:
-        self._frontier = frontier
+        # the frontiers of the streams probed (several after probe_with)
+        self._sources: list[Callable[[], MutableAntichain | Antichain]] = (
+            [] if frontier is None else [frontier]
+        )
         self._levels = levels  # the scope's loop depth: times given are checked against it
         # pending waits: future -> the time it waits for (a dict: a wait given up leaves at
         # once, in O(1), not at the next frontier move, which an idle input may put off)
@@ -50,7 +64,17 @@ class ProbeHandle:
 
     @property
     def frontier(self) -> MutableAntichain | Antichain:
-        return self._frontier()
+        """The frontier of the stream probed; of several, their meet (the least elements of
+        all of their frontiers)."""
+        sources = self._sources
+        if len(sources) == 1:
+            return sources[0]()
+        meet = Antichain()
+        for source in sources:
+            f = source()
+            for t in f.frontier if isinstance(f, MutableAntichain) else f:
+                meet.insert(t)
+        return meet
 
     def _time(self, time: Any) -> Any:
         return time if self._levels is None else as_time(time, self._levels, "a probe's time")
@@ -84,11 +108,12 @@ class ProbeHandle:
         return self.done() if time is None else not self.less_equal(time)
 
     def _check_waiters(self) -> None:
+        frontier = self.frontier  # once: with several streams it is a meet to compute
         keep: dict[asyncio.Future[None], Any] = {}
         for future, time in self._waiters.items():
             if future.done():
                 continue
-            if self.done() if time is None else not self.less_equal(time):
+            if frontier.is_empty() if time is None else not frontier.less_equal(time):
                 future.set_result(None)
             else:
                 keep[future] = time
@@ -117,6 +142,44 @@ def probe(stream: Stream, name: str = "probe") -> ProbeHandle:
     >>> asyncio.run(main())
     (False, True)
     """
-    vertex = ProbeVertex(stream.scope.depth)
-    stream.scope.add_operator(name, vertex, [(stream, Pipeline())], outputs=0)
-    return vertex.handle
+    handle = ProbeHandle(levels=stream.scope.depth)
+    probe_with(stream, handle, name)
+    return handle
+
+
+def probe_with(stream: Stream, handle: ProbeHandle, name: str = "probe") -> Stream:
+    """Adds ``stream`` to the streams ``handle`` probes (timely's ``probe_with``); returns
+    ``stream``. The handle's frontier becomes the meet of its streams' frontiers: ``wait(t)``
+    returns once ``t`` is complete on all of them.
+
+    >>> import asyncio, naiad
+    >>> async def main():
+    ...     async with naiad.Runtime() as rt:
+    ...         def build(s):
+    ...             probe = naiad.ProbeHandle()
+    ...             (a, x), (b, y) = s.new_input(), s.new_input()
+    ...             x.map(str).probe_with(probe); y.probe_with(probe)
+    ...             return a, b, probe
+    ...         a, b, probe = rt.dataflow(build).results[0]
+    ...         a.advance_to(5); b.advance_to(2)
+    ...         await probe.wait(1)
+    ...         return probe.frontier.elements, probe.less_than(3)
+    >>> asyncio.run(main())
+    ([2], True)
+    """
+    if not isinstance(handle, ProbeHandle):
+        raise TypeError(
+            f"probe_with {name!r}: the handle must be a naiad.ProbeHandle, not "
+            f"{type(handle).__name__}"
+        )
+    depth = stream.scope.depth
+    if handle._levels is None:
+        handle._levels = depth
+    elif handle._levels != depth:
+        raise BuildError(
+            f"probe_with {name!r}: the handle probes streams of times {handle._levels} loop(s) "
+            f"deep, and {stream!r} has times {depth} loop(s) deep; one handle's frontier is "
+            f"a meet of times of one shape"
+        )
+    stream.scope.add_operator(name, ProbeVertex(handle), [(stream, Pipeline())], outputs=0)
+    return stream

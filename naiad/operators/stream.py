@@ -103,6 +103,11 @@ class Stream(StreamCore):
         """A handle on this stream's frontier (awaitable)."""
         return probe_op.probe(self, name)
 
+    def probe_with(self, handle: probe_op.ProbeHandle, name: str = "probe") -> Stream:
+        """This stream, probed by ``handle`` too: the handle's frontier is the meet of those
+        of every stream it probes (make one with ``naiad.ProbeHandle()``)."""
+        return probe_op.probe_with(self, handle, name)
+
     def subscribe(
         self, callback: Callable[[Any, list[Any]], None], name: str = "subscribe"
     ) -> probe_op.ProbeHandle:

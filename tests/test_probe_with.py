@@ -1,0 +1,164 @@
+"""One ``ProbeHandle`` on several streams (``probe_with``): its frontier is the meet of theirs.
+
+Oracle: inputs advanced by random steps; the streams they feed are probed by one handle, whose
+frontier must then be exactly the least epoch any input still holds (an input that closed
+holds none), on 1 and 2 workers and 2 simulated processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import naiad
+from naiad import BuildError
+
+CONFIGS = [{"workers": 1}, {"workers": 2}, {"workers": 1, "processes": 2}]
+
+# per step: (which input, how far it advances; 0 closes it)
+steps = st.lists(st.tuples(st.integers(0, 2), st.integers(0, 3)), min_size=1, max_size=8)
+
+
+def build_three(s: naiad.Scope) -> tuple[list[naiad.InputHandle], naiad.ProbeHandle]:
+    probe = naiad.ProbeHandle()
+    inputs = []
+    for k in range(3):
+        handle, stream = s.new_input(name=f"in{k}")
+        # different paths to the probe: a map, an exchange, the input itself
+        [stream.map(str), stream.exchange(lambda x: x), stream][k].probe_with(probe)
+        inputs.append(handle)
+    return inputs, probe
+
+
+async def check_meet(config: dict[str, int], moves: list[tuple[int, int]]) -> None:
+    async with naiad.Runtime(**config) as rt:
+        df = rt.dataflow(build_three)
+        epochs: list[int | None] = [0, 0, 0]
+        probes = [probe for _, probe in df.results]
+        for which, step in moves:
+            current = epochs[which]
+            if current is None:
+                continue
+            epochs[which] = None if step == 0 else current + step
+            for inputs, _ in df.results:  # every worker's input, alike
+                if step == 0:
+                    inputs[which].close()
+                else:
+                    inputs[which].advance_to(current + step)
+            held = [e for e in epochs if e is not None]
+            for probe in probes:
+                if not held:
+                    await asyncio.wait_for(probe.wait(), 10)
+                    assert probe.done() and probe.frontier.is_empty()
+                    continue
+                least = min(held)
+                if least > 0:
+                    await asyncio.wait_for(probe.wait(least - 1), 10)
+                assert list(probe.frontier) == [least]
+                assert probe.less_equal(least) and not probe.less_equal(least - 1)
+                assert probe.less_than(least + 1) and not probe.less_than(least)
+                assert not probe.done()
+        df.close_inputs()
+
+
+@settings(max_examples=12, deadline=None)
+@given(steps, st.sampled_from(CONFIGS))
+def test_a_handle_on_several_streams_reports_their_meet(
+    moves: list[tuple[int, int]], config: dict[str, int]
+) -> None:
+    asyncio.run(check_meet(config, moves))
+
+
+async def test_wait_returns_once_every_stream_probed_passed_the_time() -> None:
+    async with naiad.Runtime() as rt:
+        ((a, b, probe),) = rt.dataflow(
+            lambda s: (lambda x, y: (x[0], y[0], build_pair(x[1], y[1])))(
+                s.new_input(), s.new_input()
+            )
+        ).results
+        waiting = asyncio.ensure_future(probe.wait(3))
+        a.advance_to(10)
+        await asyncio.sleep(0.05)
+        assert not waiting.done()  # b still holds epoch 0
+        b.advance_to(4)
+        await asyncio.wait_for(waiting, 10)
+        a.close()
+        b.close()
+        await asyncio.wait_for(probe.wait(), 10)
+
+
+def build_pair(x: naiad.Stream, y: naiad.Stream) -> naiad.ProbeHandle:
+    probe = naiad.ProbeHandle()
+    assert x.probe_with(probe) is x  # returns the stream, for chaining
+    y.probe_with(probe)
+    return probe
+
+
+async def test_one_handle_on_streams_of_two_dataflows() -> None:
+    probe = naiad.ProbeHandle()
+    assert probe.done()  # probes nothing yet: an empty frontier, as timely's new()
+
+    def build(s: naiad.Scope) -> naiad.InputHandle:
+        handle, stream = s.new_input()
+        stream.probe_with(probe)
+        return handle
+
+    async with naiad.Runtime() as rt:
+        (first,) = rt.dataflow(build).results
+        (second,) = rt.dataflow(build).results
+        first.advance_to(2)
+        second.advance_to(7)
+        await asyncio.wait_for(probe.wait(1), 10)
+        assert list(probe.frontier) == [2]
+        first.close()
+        await asyncio.wait_for(probe.wait(6), 10)
+        assert list(probe.frontier) == [7]
+        second.close()
+        await asyncio.wait_for(probe.wait(), 10)
+
+
+def test_probe_with_refuses_a_non_handle_and_mixed_depths() -> None:
+    with pytest.raises(TypeError, match=r"probe_with 'P': the handle must be a naiad\.ProbeHandle"):
+        naiad.run(lambda s: s.from_epochs([[1]]).probe_with(object(), name="P"))  # type: ignore[arg-type]
+
+    def mixed(s: naiad.Scope) -> Any:
+        probe = naiad.ProbeHandle()
+        stream = s.from_epochs([[1]]).probe_with(probe)
+        with s.iterative() as loop:
+            handle, cycle = loop.feedback()
+            stream.enter(loop).concat(cycle).probe_with(probe, name="inner").filter(
+                lambda x: False
+            ).connect_loop(handle)
+
+    with pytest.raises(BuildError, match="probe_with 'inner': the handle probes streams of"):
+        naiad.run(mixed)
+
+
+async def test_a_failure_reaches_waiters_of_a_shared_handle() -> None:
+    def boom(x: int) -> int:
+        raise ZeroDivisionError("boom")
+
+    waited: list[BaseException] = []
+    with pytest.raises(ZeroDivisionError):  # the runtime reports it too, on leaving
+        async with naiad.Runtime() as rt:
+
+            def build(s: naiad.Scope) -> tuple[naiad.InputHandle, naiad.ProbeHandle]:
+                probe = naiad.ProbeHandle()
+                handle, stream = s.new_input()
+                stream.probe_with(probe)
+                stream.map(boom).probe_with(probe)
+                return handle, probe
+
+            ((handle, probe),) = rt.dataflow(build).results
+            waiting = asyncio.ensure_future(probe.wait(0))
+            handle.send([1])
+            handle.advance_to(1)
+            try:
+                await asyncio.wait_for(waiting, 10)
+            except ZeroDivisionError as exc:
+                waited.append(exc)
+    assert len(waited) == 1
