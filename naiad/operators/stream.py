@@ -15,6 +15,7 @@ from naiad.dataflow.scope import StreamCore
 from naiad.operators import branch as branch_op
 from naiad.operators import broadcast as broadcast_op
 from naiad.operators import concat as concat_op
+from naiad.operators import delay as delay_op
 from naiad.operators import exchange as exchange_op
 from naiad.operators import filter as filter_op
 from naiad.operators import flat_map as flat_map_op
@@ -90,6 +91,15 @@ class Stream(StreamCore):
         """``parts`` streams split by ``routes(batch)``: one part index per record, one call
         per batch (numpy batches stay arrays)."""
         return partition_op.partition_batch(self, parts, routes, name)
+
+    def delay(self, f: Callable[[Any, Any], Any], name: str = "delay") -> Stream:
+        """Each record re-timed to ``f(record, time)`` (at or after ``time``), delivered once
+        the input has passed its new time."""
+        return delay_op.delay(self, f, name)
+
+    def delay_batch(self, f: Callable[[Any], Any], name: str = "delay_batch") -> Stream:
+        """Each batch re-timed, whole, to ``f(time)`` (at or after ``time``)."""
+        return delay_op.delay_batch(self, f, name)
 
     def inspect(self, f: Callable[[Any], None], name: str = "inspect") -> Stream:
         """Calls ``f(record)`` for every record; passes records on."""

@@ -1,5 +1,5 @@
-"""The timely operators that move records between workers (``partition``, ``broadcast``),
-checked once each on real processes over TCP: two processes of two workers."""
+"""The timely operators ``partition``, ``broadcast`` and ``delay``, checked once each on real
+processes over TCP: two processes of two workers."""
 
 from __future__ import annotations
 
@@ -26,3 +26,12 @@ def test_broadcast_on_real_processes() -> None:
     for lists, arrays in results:  # every worker of both processes has every record
         assert Counter(lists) == ALL
         assert Counter(arrays) == ALL
+
+
+def test_delay_on_real_processes() -> None:
+    results = run_everywhere("tests.cluster.timely_builds:delayed", 2, 2, "tcp")
+    assert len(results) == 4
+    want = Counter((t + r % 4, r) for t, rs in enumerate(EPOCHS) for r in rs)
+    assert Counter(pair for part in results for pair in part) == want
+    for index, part in enumerate(results):  # delayed on the worker the exchange chose
+        assert all(r % 4 == index for _, r in part)

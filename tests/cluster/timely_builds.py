@@ -25,3 +25,8 @@ def broadcast_everywhere(scope: naiad.Scope) -> tuple[list[Any], list[Any]]:
     stream = scope.from_epochs(EPOCHS)
     arrays = scope.from_epochs([np.array(e, dtype=np.int64) for e in EPOCHS])
     return stream.broadcast().collect(), arrays.broadcast().map(int).collect()
+
+
+def delayed(scope: naiad.Scope) -> list[tuple[Any, Any]]:
+    # exchanged across the processes first: each worker delays records of every process
+    return scope.from_epochs(EPOCHS).exchange(lambda x: x).delay(lambda r, t: t + r % 4).collect()
