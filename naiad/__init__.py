@@ -9,6 +9,7 @@ from naiad.actors.supervision import DataflowStopped
 from naiad.actors.vertex import Vertex
 from naiad.dataflow.channels import Broadcast, Exchange, Pipeline
 from naiad.dataflow.scope import BuildError
+from naiad.operators.capture import CaptureLog
 from naiad.operators.input import InputError, InputHandle
 from naiad.operators.loops import FeedbackHandle
 from naiad.operators.probe import ProbeHandle
@@ -32,6 +33,7 @@ __all__ = [
     "BuildError",
     "Capability",
     "CapabilityError",
+    "CaptureLog",
     "CycleError",
     "Dataflow",
     "DataflowStopped",

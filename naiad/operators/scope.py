@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from naiad.dataflow.scope import ScopeCore
-from naiad.operators import input, loops
+from naiad.operators import capture, input, loops
 from naiad.operators.stream import Stream
 from naiad.progress.summary import TimeClass
 from naiad.progress.timestamp import Product
@@ -36,6 +36,12 @@ class Scope(ScopeCore):
     def from_epochs(self, epochs: Iterable[Any], name: str = "from_epochs") -> Stream:
         """A stream whose epoch ``i`` is the ``i``-th batch of ``epochs`` (split among workers)."""
         return input.from_epochs(self, epochs, name)
+
+    def replay(self, logs: Any, name: str = "replay", split: bool = True) -> Stream:
+        """A stream replaying captured logs (``stream.capture()``'s, or lists of their events):
+        the same records at the same times, the frontier moving as it did. Worker ``w`` replays
+        ``logs[w::peers]``; with ``split=False``, every log its build gives."""
+        return capture.replay(self, logs, name, split)
 
     def iterative(self, name: str = "loop", time_class: TimeClass = Product) -> Scope:
         """A loop context nested in this scope; ``time_class`` is ``Product`` or ``Lex``."""

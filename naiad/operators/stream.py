@@ -14,6 +14,7 @@ from naiad.dataflow.channels import Pact
 from naiad.dataflow.scope import StreamCore
 from naiad.operators import branch as branch_op
 from naiad.operators import broadcast as broadcast_op
+from naiad.operators import capture as capture_op
 from naiad.operators import concat as concat_op
 from naiad.operators import delay as delay_op
 from naiad.operators import exchange as exchange_op
@@ -128,6 +129,11 @@ class Stream(StreamCore):
     def collect(self, name: str = "collect") -> list[tuple[Any, Any]]:
         """A list filling with ``(time, record)`` pairs as times complete."""
         return subscribe_op.collect(self, name)
+
+    def capture(self, name: str = "capture") -> capture_op.CaptureLog:
+        """This worker's share of the stream as an event log (its messages and frontier
+        moves), growing while the dataflow runs; ``scope.replay(logs)`` plays logs back."""
+        return capture_op.capture(self, name)
 
     def unary(
         self, logic: Vertex, name: str | None = None, exchange: Key = None, outputs: int = 1
