@@ -68,6 +68,12 @@ class CaptureLog(Sequence[Any]):
         self._listeners: list[Any] = []  # called after each append (replays following it)
         self._waiters: list[asyncio.Future[None]] = []  # follow() waiting for more
 
+    @property
+    def events(self) -> list[Any]:
+        """The list of events itself, plain data to save or send (``list(log)`` copies what is
+        there now; this list keeps growing while the capture runs: do not modify it)."""
+        return self._events
+
     def __len__(self) -> int:
         return len(self._events)
 

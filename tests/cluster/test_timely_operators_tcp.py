@@ -1,10 +1,12 @@
-"""The timely operators ``partition``, ``broadcast`` and ``delay``, checked once each on real
-processes over TCP: two processes of two workers."""
+"""The timely operators ``partition``, ``broadcast``, ``delay`` and ``capture``, checked once
+each on real processes over TCP: two processes of two workers."""
 
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
+import naiad
 from naiad.runtime.harness import run_everywhere
 from tests.cluster.timely_builds import EPOCHS
 
@@ -35,3 +37,18 @@ def test_delay_on_real_processes() -> None:
     assert Counter(pair for part in results for pair in part) == want
     for index, part in enumerate(results):  # delayed on the worker the exchange chose
         assert all(r % 4 == index for _, r in part)
+
+
+def test_logs_captured_on_real_processes_replay_on_one_worker() -> None:
+    logs = run_everywhere("tests.cluster.timely_builds:captured", 2, 2, "tcp")
+    assert len(logs) == 4
+
+    def build(scope: naiad.Scope) -> tuple[naiad.CaptureLog, list[Any]]:
+        stream = scope.replay(logs)
+        return stream.capture(), stream.collect()
+
+    ((log, got),) = naiad.run(build)
+    assert Counter(got) == ALL
+    assert log.frontiers()[-1] == [] and log.complete
+    passed = {tuple(f) for events in logs for f in naiad.CaptureLog(events).frontiers()}
+    assert all(tuple(f) in passed for f in log.frontiers())

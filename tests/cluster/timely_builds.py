@@ -30,3 +30,9 @@ def broadcast_everywhere(scope: naiad.Scope) -> tuple[list[Any], list[Any]]:
 def delayed(scope: naiad.Scope) -> list[tuple[Any, Any]]:
     # exchanged across the processes first: each worker delays records of every process
     return scope.from_epochs(EPOCHS).exchange(lambda x: x).delay(lambda r, t: t + r % 4).collect()
+
+
+def captured(scope: naiad.Scope) -> list[Any]:
+    # the events of this worker's log (filled as the dataflow runs): plain data, which the
+    # harness's codec writes back once the run is over
+    return scope.from_epochs(EPOCHS).exchange(lambda x: x).capture().events
