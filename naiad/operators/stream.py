@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from naiad.actors.vertex import Vertex
 from naiad.dataflow.channels import Pact
 from naiad.dataflow.scope import StreamCore
+from naiad.operators import aggregate as aggregate_op
 from naiad.operators import branch as branch_op
 from naiad.operators import broadcast as broadcast_op
 from naiad.operators import capture as capture_op
@@ -26,6 +27,7 @@ from naiad.operators import loops as loops_op
 from naiad.operators import map as map_op
 from naiad.operators import partition as partition_op
 from naiad.operators import probe as probe_op
+from naiad.operators import state_machine as state_machine_op
 from naiad.operators import subscribe as subscribe_op
 
 if TYPE_CHECKING:
@@ -134,6 +136,30 @@ class Stream(StreamCore):
         """This worker's share of the stream as an event log (its messages and frontier
         moves), growing while the dataflow runs; ``scope.replay(logs)`` plays logs back."""
         return capture_op.capture(self, name)
+
+    def aggregate(
+        self,
+        fold: Callable[[Any, Any, Any], Any],
+        emit: Callable[[Any, Any], Any],
+        key: Callable[[Any], int],
+        init: Callable[[], Any] = lambda: None,
+        name: str = "aggregate",
+    ) -> Stream:
+        """Per time and key of ``(key, value)`` records, ``emit(k, aggregate)`` once the time
+        completes, the aggregate folded from ``init()`` by ``fold(k, value, aggregate)``."""
+        return aggregate_op.aggregate(self, fold, emit, key, init, name)
+
+    def state_machine(
+        self,
+        f: state_machine_op.Transition,
+        key: Callable[[Any], int],
+        init: Callable[[], Any] = lambda: None,
+        name: str = "state_machine",
+    ) -> Stream:
+        """Per ``(key, value)`` record, in time order per key: ``f(k, value, state)`` returns
+        ``(new_state, outputs)``; outputs go at the record's time; a ``None`` state forgets
+        the key."""
+        return state_machine_op.state_machine(self, f, key, init, name)
 
     def unary(
         self, logic: Vertex, name: str | None = None, exchange: Key = None, outputs: int = 1

@@ -1,0 +1,138 @@
+"""``aggregate`` and ``state_machine`` against plain-Python oracles, on 1 and 2 workers and
+2 simulated processes: per time and key folds, and per key states in time order."""
+
+from __future__ import annotations
+
+import asyncio
+import zlib
+from collections import Counter
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import naiad
+
+CONFIGS = [{"workers": 1}, {"workers": 2}, {"workers": 2, "processes": 2}]
+configs = st.sampled_from(CONFIGS)
+keys = st.sampled_from(["a", "b", "cc", "ddd", "e"])
+
+
+def crc(k: str) -> int:
+    return zlib.crc32(k.encode())
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    st.lists(st.lists(st.tuples(keys, st.integers(-9, 9)), max_size=12), min_size=1, max_size=5),
+    configs,
+)
+def test_aggregate_folds_each_key_at_each_time(
+    epochs: list[list[tuple[str, int]]], config: dict[str, int]
+) -> None:
+    def build(s: naiad.Scope) -> tuple[int, list[Any]]:
+        sums = s.from_epochs(epochs).aggregate(
+            lambda k, v, acc: (acc[0] + v, acc[1] + 1),
+            lambda k, acc: (k, acc[0], acc[1]),
+            key=crc,
+            init=lambda: (0, 0),
+        )
+        return s.index, sums.collect()
+
+    results = naiad.run(build, **config)
+    want: Counter[Any] = Counter()
+    for t, pairs in enumerate(epochs):
+        totals: dict[str, list[int]] = {}
+        for k, v in pairs:
+            acc = totals.setdefault(k, [0, 0])
+            acc[0] += v
+            acc[1] += 1
+        want.update((t, (k, a, n)) for k, (a, n) in totals.items())
+    assert Counter(pair for _, got in results for pair in got) == want
+    peers = len(results)
+    for index, got in results:  # each key folded on the worker its key names
+        assert all(crc(k) % peers == index for _, (k, _, _) in got)
+
+
+def remembering(k: str, v: int, total: int) -> tuple[int | None, list[Any]]:
+    total += v
+    return (None if total > 20 else total), [(k, total)]  # past 20: forgotten
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    st.lists(st.dictionaries(keys, st.integers(0, 9), max_size=5), min_size=1, max_size=8),
+    configs,
+)
+def test_state_machine_applies_each_key_s_values_in_time_order(
+    epochs: list[dict[str, int]], config: dict[str, int]
+) -> None:
+    def build(s: naiad.Scope) -> list[Any]:
+        stream = s.from_epochs([sorted(e.items()) for e in epochs])
+        return stream.state_machine(remembering, key=crc, init=int).collect()
+
+    results = naiad.run(build, **config)
+    states: dict[str, int] = {}
+    want: Counter[Any] = Counter()
+    for t, values in enumerate(epochs):  # one value per key and time: order within a time
+        for k, v in values.items():  # cannot matter
+            state, out = remembering(k, v, states.get(k, 0))
+            if state is None:
+                states.pop(k, None)
+            else:
+                states[k] = state
+            want.update((t, o) for o in out)
+    assert Counter(pair for got in results for pair in got) == want
+
+
+async def test_a_later_time_that_arrives_first_waits_for_the_earlier_one() -> None:
+    def history(k: str, v: int, seen: tuple[int, ...]) -> tuple[Any, list[Any]]:
+        return (*seen, v), [(k, (*seen, v))]
+
+    async with naiad.Runtime() as rt:
+
+        def build(s: naiad.Scope) -> tuple[Any, Any, list[Any]]:
+            (early, a), (late, b) = s.new_input(), s.new_input()
+            out = a.concat(b).state_machine(history, key=crc, init=tuple)
+            return early, late, out.collect()
+
+        df = rt.dataflow(build)
+        ((early, late, out),) = df.results
+        early.advance_to(2)
+        early.send([("k", 10)])  # at time 2, while the other input is still at time 0
+        late.advance_to(1)
+        await asyncio.sleep(0.05)
+        late.send([("k", 1)])  # at time 1
+        early.close()
+        late.close()
+        await asyncio.wait_for(df.finished(), 10)
+    assert out == [(1, ("k", (1,))), (2, ("k", (1, 10)))]
+
+
+@pytest.mark.parametrize("operator", ["aggregate", "state_machine"])
+def test_misuse_names_the_operator(operator: str) -> None:
+    def use(stream: naiad.Stream, **changes: Any) -> naiad.Stream:
+        if operator == "aggregate":
+            args = {"fold": lambda k, v, a: a, "emit": lambda k, a: a, "key": crc, **changes}
+            return stream.aggregate(name="Op", **args)
+        args = {"f": lambda k, v, s: (s, []), "key": crc, **changes}
+        return stream.state_machine(name="Op", **args)
+
+    with pytest.raises(TypeError, match="'Op': records must be \\(key, value\\) pairs, not 5"):
+        naiad.run(lambda s: use(s.from_epochs([[5]])).collect())
+    with pytest.raises(TypeError, match="'Op': key must be a function of a record's key"):
+        naiad.run(lambda s: use(s.from_epochs([[5]]), key=7))
+    with pytest.raises(TypeError, match="'Op': init must be a function, not 0"):
+        naiad.run(lambda s: use(s.from_epochs([[5]]), init=0))
+
+
+def test_a_transition_that_returns_no_pair_is_refused() -> None:
+    with pytest.raises(TypeError, match="state_machine 'M': f must return \\(new state, outputs"):
+        naiad.run(
+            lambda s: (
+                s.from_epochs([[("k", 1)]])
+                .state_machine(lambda k, v, st: v, key=crc, name="M")
+                .collect()
+            )
+        )
