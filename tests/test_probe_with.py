@@ -162,3 +162,29 @@ async def test_a_failure_reaches_waiters_of_a_shared_handle() -> None:
             except ZeroDivisionError as exc:
                 waited.append(exc)
     assert len(waited) == 1
+
+
+async def test_a_probe_frontier_reads_alike_for_one_stream_and_for_several() -> None:
+    """``list(frontier)`` and ``frontier.elements``: on one stream the frontier is the
+    stream's own (a MutableAntichain), on several their meet (an Antichain); both read alike
+    (one stream's used to raise "'MutableAntichain' object is not iterable")."""
+    async with naiad.Runtime() as rt:
+
+        def build(scope: naiad.Scope) -> Any:
+            (a, sa), (b, sb) = scope.new_input(), scope.new_input()
+            shared = naiad.ProbeHandle()
+            sa.probe_with(shared)
+            sb.probe_with(shared)
+            return a, b, sa.probe(), sa.subscribe(lambda t, rs: None), shared
+
+        df = rt.dataflow(build)
+        a, b, one, subscribed, shared = df.results[0]
+        a.advance_to(3)
+        b.advance_to(5)
+        await one.wait(2)
+        await shared.wait(2)
+        await subscribed.wait(2)
+        for probe in (one, subscribed, shared):
+            assert list(probe.frontier) == probe.frontier.elements == [3], probe
+        a.close()
+        b.close()

@@ -65,7 +65,8 @@ class ProbeHandle:
     @property
     def frontier(self) -> MutableAntichain | Antichain:
         """The frontier of the stream probed; of several, their meet (the least elements of
-        all of their frontiers)."""
+        all of their frontiers). Either way it iterates over its elements, lists them as
+        ``elements``, and answers ``less_equal``, ``less_than`` and ``is_empty``."""
         sources = self._sources
         if len(sources) == 1:
             return sources[0]()

@@ -120,6 +120,16 @@ class MutableAntichain:
         """The minimal elements with a positive count (do not mutate)."""
         return self._frontier
 
+    @property
+    def elements(self) -> list[Any]:
+        """The frontier, read as an :class:`Antichain`'s elements are (do not mutate)."""
+        return self._frontier
+
+    def __iter__(self) -> Iterator[Any]:
+        """The frontier's elements, as iterating an :class:`Antichain` gives them: a probe's
+        frontier is one or the other (one stream, or the meet of several)."""
+        return iter(self._frontier)
+
     def less_equal(self, t: Any) -> bool:
         """Whether some frontier element is less than or equal to ``t``."""
         if t.__class__ is int:
