@@ -129,7 +129,9 @@ MODES = [(2, 0, None, True), (3, 1, 0, True), (3, 0, 0, True), (3, 0, 0, False)]
 def test_the_witnesses_make_the_decisions_of_the_full_search() -> None:
     seen: Counter[str] = Counter()
 
-    @settings(max_examples=200, deadline=None)
+    # derandomized: the cases counted below are reached by this fixed set of examples
+    # (random sets missed "a view witness went away" once in a few hundred runs)
+    @settings(max_examples=200, deadline=None, derandomize=True)
     @given(
         mode=st.sampled_from(MODES), initial=st.integers(1, 4), mine=st.integers(1, 2), steps=STEPS
     )
