@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from naiad.actors.vertex import Vertex
 from naiad.operators.aggregate import checked_functions, pair, routed
+from naiad.progress.antichain import TimeQueue
 from naiad.progress.capability import Capability
 
 if TYPE_CHECKING:
@@ -32,6 +33,9 @@ class StateMachineVertex(Vertex):
         self.states: dict[Any, Any] = {}
         # time -> records waiting for earlier times, and a capability held for that time
         self.stashed: dict[Any, tuple[Capability, list[Any]]] = {}
+        # the stashed times, indexed: a frontier move costs the times it releases, not a
+        # test of every time still stashed (quadratic when many times wait)
+        self.queue = TimeQueue()
 
     def on_recv(self, port: int, cap: Capability, batch: Any) -> None:
         time = cap.time
@@ -39,6 +43,7 @@ class StateMachineVertex(Vertex):
             stash = self.stashed.get(time)
             if stash is None:
                 stash = self.stashed[time] = (cap.retain(), [])
+                self.queue.add(time)
             stash[1].extend(batch)
         else:
             self._catch_up()
@@ -53,8 +58,14 @@ class StateMachineVertex(Vertex):
         frontier has passed a stashed time, before ``on_frontier`` has run."""
         if not self.stashed:
             return
-        frontier = self.frontier(0)
-        ready = [t for t in self.stashed if not frontier.less_than(t)]
+        # Nothing before t can arrive once no frontier element is below t (the times the
+        # queue releases) or t is itself an element (an antichain has none below it).
+        queue, elements = self.queue, self.frontier(0).frontier
+        ready = queue.pop_ready([elements])
+        for t in elements:
+            if t in queue:
+                queue.discard(t)
+                ready.append(t)
         for t in sorted(ready):  # a linear extension of the partial order of times
             cap, records = self.stashed.pop(t)
             self._apply(cap, records)
