@@ -192,6 +192,25 @@ def test_malformed_logs_name_the_replay(events: list[Any], error: Any, says: str
     assert "replay 'R'" in str(info.value) and says in str(info.value)
 
 
+def test_events_after_a_log_ended_or_a_frontier_moving_back_are_refused() -> None:
+    # Two saved logs run together into one list (say, appended to one file): the second's
+    # records come after the first's frontier became empty, and were dropped unread.
+    first, second = naiad.run(
+        lambda s: (s.from_epochs([[1]]).capture(), s.from_epochs([[2]]).capture())
+    )[0]
+    joined = [*first, *second]
+    with pytest.raises(
+        ValueError, match=r"replay 'R': event 3 of log 0 is \('messages', 0, \[2\]\), after"
+    ):
+        naiad.run(lambda s: s.replay([joined], name="R").collect())
+    # The same two logs replayed as two logs are fine.
+    assert naiad.run(lambda s: s.replay([first, second], name="R").collect()) == [[(0, 1), (0, 2)]]
+    # A frontier that moves back used to fail on an internal assertion ('no capability').
+    back = [("progress", [(2, 1), (0, -1)]), ("progress", [(1, 1), (2, -1)])]
+    with pytest.raises(ValueError, match=r"log 0's frontier gains time 1, which is not at or af"):
+        naiad.run(lambda s: s.replay([back], name="R").collect())
+
+
 def test_misuse_at_build_time() -> None:
     (log,) = naiad.run(lambda s: s.from_epochs([[1]]).capture())
     with pytest.raises(TypeError, match=r"logs\[0\] is an event, not a log"):

@@ -222,6 +222,15 @@ class ReplayVertex(ImportVertex):
         for i, log in enumerate(self.logs):
             more |= self._step(i, log)
         if not self.caps:
+            # every log's frontier is empty: an event still unread came after its log's end
+            # (it would otherwise be dropped unread)
+            for i, log in enumerate(self.logs):
+                if self.read[i] < len(log._events):
+                    raise ValueError(
+                        f"replay {self.name!r}: event {self.read[i]} of log {i} is "
+                        f"{log._events[self.read[i]]!r:.80}, after the log's frontier became "
+                        f"empty (its stream had ended)"
+                    )
             self._unfollow()
         elif more:
             self._wake()  # the next progress event at the next activation
@@ -284,7 +293,15 @@ class ReplayVertex(ImportVertex):
 
     def _progress(self, i: int, changes: Any) -> None:
         changes = [(self._time(i, t), int(d)) for t, d in changes]
-        self.held[i].update_iter(changes)
+        held = self.held[i]
+        for t, d in changes:
+            if d > 0 and not held.less_equal(t):  # a frontier only moves forward
+                raise ValueError(
+                    f"replay {self.name!r}: log {i}'s frontier gains time {t!r}, which is not "
+                    f"at or after its frontier {sorted(held.frontier)}: a log's frontier "
+                    f"only moves forward"
+                )
+        held.update_iter(changes)
         moved = self.counts.update_iter(changes)
         for t, d in moved:  # the new capabilities first, then the old ones go (invariant 2)
             if d > 0 and t not in self.caps:
