@@ -131,6 +131,29 @@ async def test_finished_with_a_timeout_names_the_holder_and_leaves_the_dataflow_
     assert sorted(r for part in df.results for r in part) == [(0, 1), (0, 2), (1, 3)]
 
 
+async def test_finished_with_a_zero_timeout_polls_a_dataflow_that_has_ended() -> None:
+    async with naiad.Runtime(workers=2) as rt:
+        df = rt.dataflow(lambda s: s.from_epochs([[1], [2]]).collect())
+        await df.finished()
+        await df.finished(timeout=0)  # raised TimeoutError ('did not complete within 0 s')
+        await df.finished(timeout=0.0)
+    assert sorted(r for part in df.results for r in part) == [(0, 1), (1, 2)]
+
+
+async def test_finished_with_a_timeout_raises_the_failure_of_a_failed_dataflow() -> None:
+    def fails(x: int) -> int:
+        raise KeyError(x)
+
+    with pytest.raises(KeyError):
+        async with naiad.Runtime() as rt:
+            df = rt.dataflow(lambda s: s.from_epochs([[1]]).map(fails).collect())
+            with pytest.raises(KeyError):
+                await df.finished(timeout=30)
+            assert df.done
+            with pytest.raises(KeyError):  # not a TimeoutError, however short the timeout
+                await df.finished(timeout=0)
+
+
 async def test_a_capability_inside_a_loop_is_named_with_its_loop_time() -> None:
     kept: list[Keeper] = []
 

@@ -97,9 +97,10 @@ class Dataflow:
         """Waits until the dataflow completes (all inputs closed and drained). With a
         ``timeout`` (seconds), raises ``TimeoutError`` naming what still holds it
         (:meth:`holders`) if it has not completed by then; the dataflow goes on running."""
-        if timeout is None:
-            for instance in self.instances:
-                await asyncio.shield(instance.complete)
+        if timeout is None or self.done:
+            # an ended dataflow answers at once: on Python 3.11, wait_for with a timeout of 0
+            # cancels the wait before it runs, and timed out a dataflow that had completed
+            await self._completion()
             return
         try:
             await asyncio.wait_for(self._completion(), timeout)
