@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 import naiad
 from naiad import BuildError
+from naiad.actors.vertex import OutputPort
+from naiad.dataflow.channels import split_by_routes
 
 CONFIGS = [{"workers": 1}, {"workers": 2}, {"workers": 2, "processes": 2}]
 configs = st.sampled_from(CONFIGS)
@@ -148,3 +150,45 @@ def test_an_exception_in_route_reaches_the_caller_naming_the_operator() -> None:
     with pytest.raises(KeyError) as info:
         naiad.run(lambda s: s.from_epochs([[9]]).partition(2, route, name="Router")[0].collect())
     assert any("'Router'" in note for note in info.value.__notes__)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(0, 299), max_size=40), st.integers(1, 300))
+def test_splitting_a_list_by_routes_keeps_each_part_in_order(routes: list[int], parts: int) -> None:
+    routes = [r % parts for r in routes]
+    batch = [f"r{i}" for i in range(len(routes))]
+    got = split_by_routes(batch, np.array(routes, dtype=np.int64), parts)
+    want = [(w, [b for b, r in zip(batch, routes, strict=True) if r == w]) for w in range(parts)]
+    assert got == [(w, part) for w, part in want if part]
+
+
+def test_a_batch_costs_its_records_not_the_number_of_parts(monkeypatch: pytest.MonkeyPatch) -> None:
+    # One-record batches split 300 ways: partition used to call send on every output (empty
+    # ones included) and partition_batch of lists to scan the routes once per part (a
+    # flatnonzero each): 300 calls per batch where one is enough.
+    parts, epochs = 300, [[i] for i in range(40)]
+    calls = Counter[str]()
+    send, flatnonzero = OutputPort.send, np.flatnonzero
+
+    def counted_send(self: OutputPort, at: Any, batch: Any) -> None:
+        calls["send"] += 1
+        send(self, at, batch)
+
+    def counted_scan(a: Any) -> Any:
+        calls["scan"] += 1
+        return flatnonzero(a)
+
+    monkeypatch.setattr(OutputPort, "send", counted_send)
+    monkeypatch.setattr(np, "flatnonzero", counted_scan)
+
+    def build(s: naiad.Scope) -> tuple[list[Any], list[Any]]:
+        stream = s.from_epochs(epochs)
+        by_record = stream.partition(parts, lambda x: x * 7 % parts)
+        by_batch = stream.partition_batch(parts, lambda b: [x * 7 % parts for x in b])
+        return by_record[21].collect(), by_batch[21].collect()
+
+    ((by_record, by_batch),) = naiad.run(build)
+    assert by_record == by_batch == [(3, 3)]  # 3 * 7 % 300 == 21
+    # the input's 40 sends and at most one per batch in each partition
+    assert calls["send"] <= 3 * len(epochs)
+    assert calls["scan"] <= len(epochs)

@@ -124,6 +124,8 @@ def split_by_routes(batch: Any, routes: np.ndarray, parts: int) -> list[tuple[in
     [(0, ['b']), (2, ['a', 'c'])]
     """
     if isinstance(batch, list):
+        if parts > MASK_PEERS:
+            return _partition_list_by_sort(batch, routes, parts)
         out = []
         for w in range(parts):
             indices = np.flatnonzero(routes == w).tolist()
@@ -174,6 +176,20 @@ def _partition_by_sort(batch: Any, workers: np.ndarray, peers: int) -> list[tupl
     for w, count in enumerate(counts.tolist()):
         if count:
             result.append((w, ordered[start : start + count]))
+        start += count
+    return result
+
+
+def _partition_list_by_sort(batch: list[Any], routes: np.ndarray, parts: int) -> list[Any]:
+    """The non-empty parts of a list, after one stable sort of its routes: a pass per part
+    (as above) costs O(parts x records), ~5 ms per batch for 1000 parts even for one record."""
+    order = np.argsort(routes.astype(np.uint8) if parts < 256 else routes, kind="stable")
+    counts = np.bincount(routes, minlength=parts)
+    ordered = [batch[i] for i in order.tolist()]
+    nonzero = np.flatnonzero(counts)
+    result, start = [], 0
+    for w, count in zip(nonzero.tolist(), counts[nonzero].tolist(), strict=True):
+        result.append((w, ordered[start : start + count]))
         start += count
     return result
 

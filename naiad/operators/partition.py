@@ -29,15 +29,20 @@ class Partition(StatelessVertex):
 
     def on_recv(self, port: int, cap: Capability, batch: Any) -> None:
         route, parts = self.route, self.parts
-        out: list[list[Any]] = [[] for _ in range(parts)]
+        # only the parts that receive records: a batch costs its records, not the parts
+        out: dict[int, list[Any]] = {}
         for record in batch:
             i = route(record)
             if i.__class__ is not int or not 0 <= i < parts:
                 i = _checked_part(self.name, i, parts, record)
-            out[i].append(record)
+            records = out.get(i)
+            if records is None:
+                out[i] = [record]
+            else:
+                records.append(record)
         outputs = self.shard.outputs
-        for i, records in enumerate(out):
-            outputs[i].send(cap, records)  # an empty part sends nothing
+        for i in sorted(out):
+            outputs[i].send(cap, out[i])
 
 
 class PartitionBatch(StatelessVertex):
