@@ -285,3 +285,28 @@ def test_real_processes_name_a_capability_held_in_another_process(tmp_path: Any)
     parts = re.findall(r"done (\[.*?\])", run.stdout)
     got = sorted(r for part in parts for r in ast.literal_eval(part))
     assert got == [(0, 1), (0, 2), (1, 3)]
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [
+        (0, ValueError),
+        (-1.0, ValueError),
+        (float("nan"), ValueError),
+        (float("inf"), ValueError),
+        ("10", TypeError),
+        (True, TypeError),
+    ],
+)
+def test_a_stall_warning_that_is_not_a_positive_number_of_seconds_is_refused(
+    value: Any, error: type[Exception]
+) -> None:
+    """0 made the exit poll the holders without pause, NaN never wait at all."""
+    rt = naiad.Runtime()
+    with pytest.raises(error, match="stall_warning must be a"):
+        rt.stall_warning = value
+    assert rt.stall_warning == 10.0  # unchanged
+    rt.stall_warning = None
+    assert rt.stall_warning is None
+    rt.stall_warning = 2
+    assert rt.stall_warning == 2.0

@@ -250,9 +250,28 @@ class Runtime:
         self._started = False
         self._closed = False  # stopped: a runtime runs once
         self._children: list[subprocess.Popen[bytes]] = []
-        self.stall_warning: float | None = STALL_WARNING
+        self._stall_warning: float | None = STALL_WARNING
+
+    @property
+    def stall_warning(self) -> float | None:
         """Seconds without progress after which waiting for dataflows at exit warns (None:
-        never); see :meth:`wait_idle`."""
+        never); see :meth:`wait_idle`. A positive finite number, or None."""
+        return self._stall_warning
+
+    @stall_warning.setter
+    def stall_warning(self, seconds: float | None) -> None:
+        if seconds is not None:
+            if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real):
+                raise TypeError(
+                    f"stall_warning must be a number of seconds or None, not {seconds!r}"
+                )
+            if not 0 < seconds < float("inf"):  # 0 would poll without pause; NaN never waits
+                raise ValueError(
+                    f"stall_warning must be a positive, finite number of seconds (or None to "
+                    f"turn the warning off), not {seconds!r}"
+                )
+            seconds = float(seconds)
+        self._stall_warning = seconds
 
     @property
     def peers(self) -> int:
@@ -447,7 +466,7 @@ class Runtime:
             raise self._failure
 
     async def _finished_or_warn(self, dataflow: Dataflow) -> None:
-        interval = self.stall_warning
+        interval = self._stall_warning
         if interval is None:
             await dataflow.finished()
             return
