@@ -155,10 +155,20 @@ class EnteredSpine(Spine):
             if view is None or view.base is not b:
                 view = wrapped[id(b)] = EnteredBatch(b, depth, levels)
             out.append(view)
-        if len(wrapped) > 2 * len(self.outer.batches) + 16:  # forget merged-away batches
-            live = {id(b) for b in self.outer.batches}
-            self._wrapped = {k: v for k, v in wrapped.items() if k in live}
+        if len(wrapped) > len(out):  # some view is of a batch not read now: perhaps merged away
+            self.forget_merged()
         return out
+
+    def forget_merged(self) -> None:
+        """Drops the views of outer batches that a merge (or a recoding) replaced. A view holds
+        its batch: kept, it would keep the outer spine's memory from falling as it merges and
+        compacts, for as long as the loop does not read again (for ever, once the loop is
+        quiet: a collection retracted entirely stayed in memory)."""
+        wrapped = self._wrapped
+        if wrapped:
+            live = {id(b) for b in self.outer.batches}  # a view's batch lives: ids are unique
+            if not live.issuperset(wrapped):
+                self._wrapped = {k: v for k, v in wrapped.items() if k in live}
 
     def since(self) -> np.ndarray:
         return widened(self.outer.since(), self.depth)
@@ -219,7 +229,8 @@ class EnteredHandle(TraceHandle):
         self.base._advance(outer)
 
     def set_physical_compaction(self, seq: int | None) -> None:
-        self.base.set_physical_compaction(seq)
+        self.base.set_physical_compaction(seq)  # the outer spine may merge now
+        self.spine.forget_merged()
 
     def close(self) -> None:
         self.base.close()

@@ -8,6 +8,7 @@ other readers allow."""
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections import Counter
 from contextlib import contextmanager
 from typing import Any
@@ -469,6 +470,61 @@ def test_an_entered_trace_reads_the_outer_history_at_loop_counter_zero() -> None
     assert any(h is handle.base for h in spine.handles)  # the outer spine's own reader
     handle.close()
     assert not any(h is handle.base for h in spine.handles)
+
+
+def outer_batches_alive(rows: int) -> int:
+    """How many arrangement batches (not views of them) of at least ``rows`` rows are alive."""
+    from naiad.differential.trace import Batch
+
+    gc.collect()
+    return sum(
+        type(o) is Batch and len(o) >= rows  # an EnteredBatch is a view, not counted
+        for o in gc.get_objects()
+    )
+
+
+async def reach_then_retract_every_edge(n: int) -> tuple[list[Any], int, int]:
+    """A loop reads an outer index of ``n`` edges once (epoch 0); epoch 1 retracts every
+    edge and the root, then the loop stays quiet for a few epochs. The loop's output, the
+    outer spine's rows, and the large batches left alive."""
+    async with naiad.Runtime(1) as rt:
+
+        def build(scope: Any) -> Any:
+            e_in, edges = Collection.new_input(scope)
+            r_in, roots = Collection.new_input(scope)
+            index = edges.arrange_by_key("edges")
+            out = reachable(roots, index)
+            return e_in, r_in, out.probe(), out.changes(), index.spine
+
+        df = rt.dataflow(build)
+        e_in, r_in, probe, changes, spine = df.results[0]
+        src = np.arange(n, dtype=np.int64)
+        e_in.send_columns((src, src + n))  # no path longer than one edge
+        r_in.insert(0)
+        for epoch in range(5):
+            if epoch == 1:
+                e_in.send_columns((src, src + n), -np.ones(n, np.int64))
+                r_in.remove(0)
+            for session in (e_in, r_in):
+                session.advance_to(epoch + 1)
+            await probe.wait(epoch)
+        alive = outer_batches_alive(n)
+        rows = spine.total()
+        e_in.close()
+        r_in.close()
+        await df.finished()
+    return changes, rows, alive
+
+
+def test_a_quiet_loop_keeps_no_merged_away_outer_batch_alive() -> None:
+    """The entered view reuses one wrapper per outer batch; a wrapper holds its batch, so
+    wrappers of batches merged away must go, or the outer collection's memory never falls
+    while the loop does not read again: retracted entirely, it stayed alive."""
+    n = 2000
+    changes, rows, alive = ref.watchdog(reach_then_retract_every_edge(n))
+    assert sorted(changes) == [(0, 0, 1), (0, 1, -1), (n, 0, 1), (n, 1, -1)]
+    assert rows == 0
+    assert alive == 0
 
 
 # --- enter_at / enter_prioritized ----------------------------------------------------------------
