@@ -14,7 +14,8 @@ Compaction: an :class:`EnteredHandle` holds a real handle on the outer spine. A 
 the loop that promises to read only at times in advance of an inner frontier ``F`` allows the
 outer trace to compact up to the outer parts of ``F``: an entered update at ``(t, 0)`` is at or
 before an inner time ``s`` exactly when ``t`` is at or before ``s``'s outer part, so
-accumulations at every inner time in advance of ``F`` are unchanged.
+accumulations at every inner time in advance of ``F`` are unchanged (updates entered at
+counters above 0 in a ``Lex`` loop allow less: see :meth:`EnteredSpine._outer_rows`).
 """
 
 from __future__ import annotations
@@ -124,6 +125,10 @@ class EnteredSpine(Spine):
         super().__init__(depth, lex, name, outer.worker)
         # the outer lists themselves: a column switched to codes there is switched here
         self.encoded, self.kinds = outer.encoded, outer.kinds
+        # whether some update may enter a Lex loop at a counter above 0 (see _outer_rows)
+        self.lex_counters = any(
+            c is not None and self.lex[outer.depth + j] for j, c in enumerate(levels)
+        )
 
     @property
     def upper(self) -> np.ndarray:
@@ -177,10 +182,21 @@ class EnteredSpine(Spine):
         return EnteredHandle(self, self.outer.reader(self._outer_rows(logical)))
 
     def _outer_rows(self, rows: np.ndarray | None) -> np.ndarray | None:
-        """An inner frontier's outer parts (minimal), the frontier the outer trace may take."""
+        """An inner frontier's outer parts (minimal), the frontier the outer trace may take.
+
+        Not in a Lex loop that updates enter at counters above 0: there ``(t, c)`` is before
+        ``(s, i)`` when ``t < s`` whatever ``c``, but only if ``c <= i`` when ``t == s``, so an
+        outer time advanced up to ``s`` would move its update after ``(s, 0)``. Integer epochs
+        advance only to the epoch before the frontier's (every time read later is after it);
+        deeper outer times (an arrangement of a loop) are not compacted by such a reader."""
         if rows is None:
             return None
-        return lattice.minimal_rows(rows[:, : self.outer.depth + 1].copy(), self.outer.lex)
+        outer = lattice.minimal_rows(rows[:, : self.outer.depth + 1].copy(), self.outer.lex)
+        if self.lex_counters and len(outer):
+            if self.outer.depth == 0:  # one row: epochs are totally ordered
+                return np.maximum(outer - 1, 0)
+            return np.zeros((1, self.outer.depth + 1), dtype=np.int64)
+        return outer
 
     def total(self) -> int:
         return self.outer.total()

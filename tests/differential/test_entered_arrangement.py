@@ -607,6 +607,57 @@ def test_prioritized_label_propagation_with_seeds_from_an_entered_arrangement(
     ref.check(ref.run(build, layout), ref.expect_unary(edges, ref.components))
 
 
+async def join_entered_at_one_in_a_lex_loop(arranged: bool, depth: int) -> list[Any]:
+    """A join inside a Lex loop against records entered at counter 1, the arrangement made
+    in the root scope (``depth`` 0) or in an outer Lex loop (1); the right side's records
+    come at epochs 0 to 2 and the left one at epoch 3, when its trace may be compacted."""
+    async with naiad.Runtime(1) as rt:
+
+        def build(scope: Any) -> Any:
+            l_in, left = Collection.new_input(scope)
+            r_in, right = Collection.new_input(scope)
+            loop = scope.iterative("loop", time_class=Lex)
+            if depth:
+                right, left = right.enter(loop), left.enter(loop)
+                loop = loop.iterative("inner", time_class=Lex)
+            index: Collection | Arranged = right
+            if arranged:
+                index = right.arrange_by_key().enter_at(loop, lambda k, v: 1)
+            else:
+                index = right.enter_at(loop, lambda k, v: 1)
+            out = left.enter(loop).join(index)
+            done = out.leave().leave() if depth else out.leave()
+            return l_in, r_in, out.changes(), done.probe()
+
+        df = rt.dataflow(build)
+        l_in, r_in, changes, probe = df.results[0]
+        for epoch in range(4):
+            if epoch < 3:
+                r_in.insert((epoch + 1, "r"))  # key 1 first
+            else:
+                l_in.insert((1, "l"))
+            for session in (l_in, r_in):
+                session.advance_to(epoch + 1)
+            await probe.wait(epoch)
+        l_in.close()
+        r_in.close()
+        await df.finished()
+    return changes
+
+
+@pytest.mark.parametrize("depth", [0, 1])
+def test_entered_at_counters_in_a_lex_loop_keep_their_times_under_compaction(depth: int) -> None:
+    """In a Lex loop, ``(0, 1)`` is before ``(3, 0)`` but ``(3, 1)`` is not: the loop's
+    readers let the outer trace compact to their frontier's epoch, so the record entered at
+    epoch 0, counter 1 was read as at ``(3, 1)``, and the join's pair came one round late."""
+    with merging_at_once():
+        got = ref.watchdog(join_entered_at_one_in_a_lex_loop(True, depth))
+        want = ref.watchdog(join_entered_at_one_in_a_lex_loop(False, depth))
+    at = Lex(3, 0) if depth == 0 else Lex(Lex(3, 0), 0)
+    assert want == [((1, "l", "r"), at, 1)]
+    assert got == want
+
+
 def test_counters_that_are_not_integers_are_named_where_they_are_read() -> None:
     def build(scope: Any) -> Any:
         index = Collection.from_epochs(scope, [[((1, 2), 1)]]).arrange_by_key()
