@@ -381,6 +381,7 @@ def arrange(collection: Collection, name: str = "arrange", whole: bool = False) 
     """``collection`` arranged by its first column (``whole``: records are whole keys)."""
     scope = collection.stream.scope
     spine = Spine(scope.depth, lattice.scope_lex(scope), name, scope.index)
+    spine.whole = whole
     node = scope.add_operator(
         name, ArrangeVertex(spine, whole), [(collection.stream, Exchange(keys=route))]
     )

@@ -282,6 +282,8 @@ def merge(batches: Sequence[Batch], since: np.ndarray, lex: Sequence[bool]) -> B
 class Spine:
     """The batches of one arrangement on one worker, merged geometrically.
 
+    ``whole``: its records are keys in full (``arrange_by_self``), not keyed by first field.
+
     ``encoded[i]`` says whether column ``i`` (0 the key, then the values) holds interned codes;
     ``worker`` is the index of the worker that maintains it (``None`` outside a dataflow).
 
@@ -296,6 +298,8 @@ class Spine:
     >>> s.total(), s.batches[0].times.tolist(), s.batches[0].diffs.tolist()
     (2, [[5], [5]], [3, 2])
     """
+
+    whole = False
 
     def __init__(
         self, depth: int, lex: Sequence[bool] = (), name: str = "", worker: int | None = None

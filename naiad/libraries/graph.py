@@ -63,7 +63,14 @@ def _index(edges: Collection | Arranged, name: str) -> Arranged:
     """The edges arranged by source, once, outside the loops that read them: a loop's join
     enters the arrangement (``Arranged.enter``) instead of indexing the edges again inside.
     An arrangement given by the caller (``edges.arrange_by_key()``) is shared as it is."""
-    return edges if isinstance(edges, Arranged) else edges.arrange_by_key(name + ".edges")
+    if not isinstance(edges, Arranged):
+        return edges.arrange_by_key(name + ".edges")
+    if edges.spine.whole:  # its keys are whole (src, dst) tuples: no join would match
+        raise ValueError(
+            f"{name}: the edges are arranged by whole records (arrange_by_self); arrange them "
+            "by source instead (edges.arrange_by_key())"
+        )
+    return edges
 
 
 def propagate_min(

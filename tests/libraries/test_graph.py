@@ -324,3 +324,16 @@ def test_parallel_edges_count_only_in_pagerank(workers: int) -> None:
         assert got.keys() == want.keys()
         for node, rank in want.items():
             assert got[node] == pytest.approx(rank, rel=1e-12)
+
+
+@pytest.mark.parametrize("algorithm", ["reachability", "bfs", "shortest_paths"])
+def test_edges_arranged_by_whole_records_are_refused(algorithm: str) -> None:
+    """Keys that are whole (src, dst) tuples match no node: the result was silently empty."""
+
+    def build(scope: Any) -> Any:
+        edges = Collection.from_epochs(scope, [[((0, 1), 1)]])
+        roots = Collection.from_epochs(scope, [[(0, 1)]])
+        return getattr(graph, algorithm)(edges.arrange_by_self(), roots).changes()
+
+    with pytest.raises(ValueError, match=r"arranged by whole records \(arrange_by_self\)"):
+        naiad.run(build)
