@@ -14,6 +14,7 @@ import pytest
 
 import naiad
 from naiad.actors.vertex import VertexShard
+from tests.counting import Work
 
 
 class Waiter(naiad.Vertex):
@@ -54,26 +55,15 @@ async def released_stepwise(epochs: int) -> list[Any]:
 def test_an_activation_costs_the_notifications_it_delivers(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    steps = 0  # pending times tested against the frontiers, and heap entries popped
-    blocked, heappop = VertexShard._blocked, heapq.heappop
-
-    def counting(self: VertexShard, t: Any) -> bool:
-        nonlocal steps
-        steps += 1
-        return blocked(self, t)
-
-    def counting_pop(heap: list[Any]) -> Any:
-        nonlocal steps
-        steps += 1
-        return heappop(heap)
-
-    monkeypatch.setattr(VertexShard, "_blocked", counting)
-    monkeypatch.setattr(heapq, "heappop", counting_pop)
+    steps = Work(monkeypatch)  # pending times tested against the frontiers, heap entries popped
+    steps.count(VertexShard, "_blocked")
+    steps.count(heapq, "heappop")
     work = {}
     for n in (200, 400):
-        steps = 0
+        steps.reset()
         out = asyncio.run(released_stepwise(n))
         assert sorted(out) == [(e, e) for e in range(1, n + 1)]
-        work[n] = steps
+        work[n] = steps.total
     # the old scan: n**2 / 2 tests and more (20,300 and 80,600 steps here)
     assert work[200] <= 2_000 and work[400] <= 2.5 * work[200], work
+    assert work[200] > 0, work  # the counting reached the shards

@@ -90,15 +90,7 @@ class CaptureLog(Sequence[Any]):
     @property
     def complete(self) -> bool:
         """Whether the frontier of the events so far is empty: the stream ended."""
-        return not self._frontier(self._events).frontier
-
-    def _frontier(self, events: Iterable[Any]) -> MutableAntichain:
-        counts = MutableAntichain()
-        counts.update_iter([(self.minimum, 1)])
-        for event in events:
-            if event[0] == PROGRESS:
-                counts.update_iter(event[1])
-        return counts
+        return not self.frontiers()[-1]
 
     def records(self) -> list[tuple[Any, Any]]:
         """The ``(time, record)`` pairs of the messages so far, in arrival order."""

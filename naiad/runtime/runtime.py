@@ -152,8 +152,10 @@ class Dataflow:
             found.append(Holder(names[node], port, kind, time, count))
         return found
 
-    def _describe_holders(self) -> str:
-        found = self.holders()
+    def _describe_holders(self, found: list[Holder] | None = None) -> str:
+        """``found`` (by default, the holders now) for an error or a warning."""
+        if found is None:
+            found = self.holders()
         if not found:
             return "nothing holds it any more"
         return "held by: " + "; ".join(map(str, found))
@@ -485,7 +487,7 @@ class Runtime:
                         dataflow.name,
                         waited,
                         interval,
-                        dataflow._describe_holders(),
+                        dataflow._describe_holders(held),  # not searched again
                     )
                     warned = held
                 seen = held

@@ -15,6 +15,7 @@ import naiad
 from naiad.differential import Collection, lattice
 from naiad.differential.arrange import batch_updates
 from naiad.progress.antichain import MutableAntichain
+from tests.counting import Work
 
 
 async def arrange_released_stepwise(epochs: int) -> Counter:
@@ -50,27 +51,16 @@ async def arrange_released_stepwise(epochs: int) -> Counter:
 
 @pytest.mark.timeout(60)
 def test_a_frontier_step_costs_the_epochs_it_completes(monkeypatch: pytest.MonkeyPatch) -> None:
-    tests = rows = 0
-    less_equal, time_row = MutableAntichain.less_equal, lattice.time_row
-
-    def counting_le(self: MutableAntichain, t: Any) -> bool:
-        nonlocal tests
-        tests += 1
-        return less_equal(self, t)
-
-    def counting_row(t: Any, depth: int) -> list[int]:
-        nonlocal rows
-        rows += 1
-        return time_row(t, depth)
-
-    monkeypatch.setattr(MutableAntichain, "less_equal", counting_le)
-    monkeypatch.setattr(lattice, "time_row", counting_row)
+    counted = Work(monkeypatch)
+    counted.count(MutableAntichain, "less_equal", "tests")
+    counted.count(lattice, "time_row", "rows")
     work = {}
     for n in (150, 300):
-        tests = rows = 0
+        counted.reset()
         contents = asyncio.run(arrange_released_stepwise(n))
         assert contents == Counter({(e % 7, e): 1 for e in range(n - 7, n)})
-        work[n] = (tests, rows)
+        work[n] = (counted.counts["tests"], counted.counts["rows"])
     # twice the epochs, about twice the work (the old scan: three to four times as much)
     assert work[300][0] <= 2.5 * work[150][0], work
     assert work[300][1] <= 2.5 * work[150][1], work
+    assert min(work[150]) > 0, work  # the counting reached arrange

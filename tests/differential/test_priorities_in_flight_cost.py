@@ -8,7 +8,6 @@ where 200 nodes took 8.5 s. (The reduce after it sees only completed times here.
 from __future__ import annotations
 
 import heapq
-from collections import Counter
 from typing import Any
 
 import pytest
@@ -18,6 +17,7 @@ from naiad.differential import Collection, lattice
 from naiad.differential.arrange import ArrangeVertex
 from naiad.libraries import graph
 from naiad.progress.antichain import MutableAntichain
+from tests.counting import Work
 
 
 def path_components(n: int) -> list[Any]:
@@ -36,44 +36,18 @@ def path_components(n: int) -> list[Any]:
 
 @pytest.mark.timeout(120)
 def test_a_round_costs_the_times_it_completes(monkeypatch: pytest.MonkeyPatch) -> None:
-    work: Counter = Counter()  # in arrange: frontier tests, time rows, heap entries popped
-    inside: list[str] = []
-    le, row, pop = MutableAntichain.less_equal, lattice.time_row, heapq.heappop
-
-    def counting_le(self: MutableAntichain, t: Any) -> bool:
-        if inside:
-            work[inside[-1]] += 1
-        return le(self, t)
-
-    def counting_row(t: Any, depth: int) -> list[int]:
-        if inside:
-            work[inside[-1]] += 1
-        return row(t, depth)
-
-    def counting_pop(heap: list[Any]) -> Any:
-        if inside:
-            work[inside[-1]] += 1
-        return pop(heap)
-
-    on_frontier = ArrangeVertex.on_frontier
-
-    def counted(self: ArrangeVertex) -> None:
-        inside.append("arrange")
-        try:
-            on_frontier(self)
-        finally:
-            inside.pop()
-
-    monkeypatch.setattr(ArrangeVertex, "on_frontier", counted)
-    monkeypatch.setattr(MutableAntichain, "less_equal", counting_le)
-    monkeypatch.setattr(lattice, "time_row", counting_row)
-    monkeypatch.setattr(heapq, "heappop", counting_pop)
+    # in arrange: frontier tests, time rows, heap entries popped
+    counted = Work(monkeypatch)
+    counted.within(ArrangeVertex, "on_frontier", "arrange")
+    counted.count(MutableAntichain, "less_equal")
+    counted.count(lattice, "time_row")
+    counted.count(heapq, "heappop")
     totals = {}
     for n in (100, 200):
-        work.clear()
+        counted.reset()
         out = path_components(n)
         assert sorted(r for r, _, d in out if d > 0) == [(i, 0) for i in range(n + 1)]
-        totals[n] = dict(work)
+        totals[n] = dict(counted.counts)
     # twice the priorities, about twice the work (the old scans: 92,610 and 365,210)
     assert totals[200]["arrange"] <= 2.5 * totals[100]["arrange"], totals
     assert totals[100]["arrange"] <= 10_000, totals

@@ -16,6 +16,7 @@ import naiad
 from naiad.differential import Collection, lattice
 from naiad.differential.reduce import ReduceVertex
 from naiad.progress.antichain import MutableAntichain
+from tests.counting import Work
 
 
 async def count_up_then_change(n: int) -> list[Any]:
@@ -45,47 +46,18 @@ async def count_up_then_change(n: int) -> list[Any]:
 
 @pytest.mark.timeout(60)
 def test_a_round_costs_the_later_times_it_completes(monkeypatch: pytest.MonkeyPatch) -> None:
-    work = 0  # in reduce's frontier steps: frontier tests, time rows, heap entries popped
-    inside = False
-    le, row, pop, on_frontier = (
-        MutableAntichain.less_equal,
-        lattice.time_row,
-        heapq.heappop,
-        ReduceVertex.on_frontier,
-    )
-
-    def counting_le(self: MutableAntichain, t: Any) -> bool:
-        nonlocal work
-        work += inside
-        return le(self, t)
-
-    def counting_row(t: Any, depth: int) -> list[int]:
-        nonlocal work
-        work += inside
-        return row(t, depth)
-
-    def counting_pop(heap: list[Any]) -> Any:
-        nonlocal work
-        work += inside
-        return pop(heap)
-
-    def counted(self: ReduceVertex) -> None:
-        nonlocal inside
-        inside = True
-        try:
-            on_frontier(self)
-        finally:
-            inside = False
-
-    monkeypatch.setattr(MutableAntichain, "less_equal", counting_le)
-    monkeypatch.setattr(lattice, "time_row", counting_row)
-    monkeypatch.setattr(heapq, "heappop", counting_pop)
-    monkeypatch.setattr(ReduceVertex, "on_frontier", counted)
+    # in reduce's frontier steps: frontier tests, time rows, heap entries popped
+    work = Work(monkeypatch)
+    work.within(ReduceVertex, "on_frontier", "reduce")
+    work.count(MutableAntichain, "less_equal")
+    work.count(lattice, "time_row")
+    work.count(heapq, "heappop")
     totals = {}
     for n in (100, 200):
-        work = 0
+        work.reset()
         out = asyncio.run(count_up_then_change(n))
         assert out == [(("a", n), 0, 1)]  # the same fixed point from either start
-        totals[n] = work
+        totals[n] = work.total
     # twice the iterations, about twice the work (the old scans: 11,905 and 43,805)
     assert totals[100] <= 5_000 and totals[200] <= 2.5 * totals[100], totals
+    assert totals[100] > 0, totals  # the counting reached reduce

@@ -17,6 +17,7 @@ import naiad
 from naiad.differential import Collection
 from naiad.differential.reduce import ReduceVertex
 from naiad.progress.antichain import MutableAntichain
+from tests.counting import Work
 
 
 async def counts_in_flight(epochs: int, keys: int) -> list[Any]:
@@ -50,29 +51,16 @@ def oracle(epochs: int, keys: int) -> list[Any]:
 
 @pytest.mark.parametrize("keys", [1, 3])
 def test_work_per_epoch_in_flight_stays_flat(keys: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    made_pending = 0
-    frontier_tests = 0
-    add_pending = ReduceVertex._add_pending
-    less_equal = MutableAntichain.less_equal
-
-    def counting_add(self: ReduceVertex, groups: Any, times: np.ndarray) -> Any:
-        nonlocal made_pending
-        made_pending += len(times)
-        return add_pending(self, groups, times)
-
-    def counting_le(self: MutableAntichain, t: Any) -> bool:
-        nonlocal frontier_tests
-        frontier_tests += 1
-        return less_equal(self, t)
-
-    monkeypatch.setattr(ReduceVertex, "_add_pending", counting_add)
-    monkeypatch.setattr(MutableAntichain, "less_equal", counting_le)
+    counted = Work(monkeypatch)
+    # (group, time) pairs made pending, and frontier tests
+    counted.count(ReduceVertex, "_add_pending", "pending", weight=lambda _, g, times: len(times))
+    counted.count(MutableAntichain, "less_equal", "tests")
     work = {}
     for n in (150, 300):
-        made_pending = frontier_tests = 0
+        counted.reset()
         out = asyncio.run(counts_in_flight(n, keys))
         assert sorted(out) == sorted(oracle(n, keys))
-        work[n] = (made_pending, frontier_tests)
+        work[n] = (counted.counts["pending"], counted.counts["tests"])
     # each (key, epoch) of the input is made pending once, not once per earlier epoch
     assert work[150][0] == 150 and work[300][0] == 300, work
     # twice the epochs, about twice the frontier tests (the old scan: four times as many)
