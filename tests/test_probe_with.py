@@ -188,3 +188,83 @@ async def test_a_probe_frontier_reads_alike_for_one_stream_and_for_several() -> 
             assert list(probe.frontier) == probe.frontier.elements == [3], probe
         a.close()
         b.close()
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+async def test_dataflows_that_ended_leave_a_shared_handle(config: dict[str, int]) -> None:
+    """A handle shared by many short dataflows and one long one holds (and meets) only the
+    long one's sources once the others end: an empty frontier adds nothing to a meet."""
+    probe = naiad.ProbeHandle()
+
+    def build(s: naiad.Scope) -> naiad.InputHandle:
+        handle, stream = s.new_input()
+        stream.map(lambda x: x).probe_with(probe)
+        return handle
+
+    async with naiad.Runtime(**config) as rt:
+        long_lived = rt.dataflow(build)
+        for handle in long_lived.results:
+            handle.advance_to(5)
+        await asyncio.wait_for(probe.wait(4), 10)
+        live = len(probe._sources)
+        assert live >= 1
+        for i in range(20):
+            df = rt.dataflow(build)
+            for handle in df.results:
+                handle.send([i])
+                handle.close()
+            await asyncio.wait_for(df.finished(), 10)
+            assert len(probe._sources) == live, i  # the ended dataflow's sources are gone
+            assert list(probe.frontier) == [5]  # and the live one still counts
+        for handle in long_lived.results:
+            handle.advance_to(9)
+        await asyncio.wait_for(probe.wait(8), 10)
+        assert list(probe.frontier) == [9]
+        long_lived.close_inputs()
+        await asyncio.wait_for(probe.wait(), 10)
+        assert probe._sources == [] and probe.done()
+
+
+def test_probe_with_refuses_product_and_lex_loops_on_one_handle() -> None:
+    """``Product(3, 0) == Lex(3, 0)`` as tuples, but the two are ordered differently: one
+    handle's meet over both would compare one loop's times by the other's order."""
+
+    def mixed(first: type, second: type) -> Any:
+        def build(s: naiad.Scope) -> Any:
+            probe = naiad.ProbeHandle()
+            stream = s.from_epochs([[1]])
+            for k, time_class in enumerate((first, second)):
+                with s.iterative(time_class=time_class) as loop:
+                    stream.enter(loop).probe_with(probe, name=f"p{k}")
+
+        return build
+
+    for first, second in [(naiad.Product, naiad.Lex), (naiad.Lex, naiad.Product)]:
+        with pytest.raises(BuildError) as info:
+            naiad.run(mixed(first, second))
+        message = str(info.value)
+        assert "probe_with 'p1'" in message
+        assert f"{first.__name__}(outer=0, inner=0)" in message
+        assert f"{second.__name__}(outer=0, inner=0)" in message
+    naiad.run(mixed(naiad.Lex, naiad.Lex))  # one order, one handle: fine
+
+
+async def test_a_lex_handle_refuses_product_times() -> None:
+    """A handle on a Lex loop reads times as Lex; a Product time (equal as a tuple) is an
+    error, not a comparison by the wrong order."""
+    async with naiad.Runtime() as rt:
+
+        def build(s: naiad.Scope) -> Any:
+            probe = naiad.ProbeHandle()
+            handle, stream = s.new_input()
+            with s.iterative(time_class=naiad.Lex) as loop:
+                stream.enter(loop).probe_with(probe)
+            return handle, probe
+
+        ((handle, probe),) = rt.dataflow(build).results
+        handle.advance_to(3)
+        await asyncio.wait_for(probe.wait(naiad.Lex(2, 7)), 10)
+        assert probe.less_equal(naiad.Lex(3, 0)) and not probe.less_equal(naiad.Lex(2, 99))
+        with pytest.raises(TypeError, match=r"a probe's time must have the shape of Lex"):
+            probe.less_equal(naiad.Product(2, 0))
+        handle.close()

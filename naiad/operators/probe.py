@@ -11,7 +11,7 @@ from naiad.dataflow.channels import Pipeline
 from naiad.dataflow.scope import BuildError
 from naiad.progress.antichain import Antichain, MutableAntichain
 from naiad.progress.capability import Capability
-from naiad.progress.timestamp import as_time
+from naiad.progress.timestamp import as_time, as_time_like, same_shape
 
 if TYPE_CHECKING:
     from naiad.operators.stream import Stream
@@ -19,16 +19,25 @@ if TYPE_CHECKING:
 
 class ProbeVertex(Vertex):
     """Consumes and discards; its input frontier is what the handle reports (with the
-    frontiers of the other streams the handle probes)."""
+    frontiers of the other streams the handle probes).
+
+    Once that frontier is empty it stays empty (no capability can come back), and the empty
+    frontier adds nothing to a meet: the vertex then withdraws its source from the handle, so
+    a handle shared by dataflows that come and go holds (and meets) only the live ones.
+    """
 
     def __init__(self, handle: ProbeHandle) -> None:
         self.handle = handle
-        handle._sources.append(lambda: self.shard.frontiers[0])
+        self._source: Callable[[], MutableAntichain] | None = lambda: self.shard.frontiers[0]
+        handle._sources.append(self._source)
 
     def on_recv(self, port: int, cap: Capability, batch: Any) -> None:
         pass
 
     def on_frontier(self) -> None:
+        if self._source is not None and self._source().is_empty():
+            self.handle._sources.remove(self._source)
+            self._source = None  # nothing of this dataflow stays reachable from the handle
         self.handle._check_waiters()
 
 
@@ -44,7 +53,10 @@ class ProbeHandle:
     timely's ``ProbeHandle::new()``); ``stream.probe_with(handle)`` adds a stream to it, and
     a handle on several streams reports their meet: the times at which a record may still
     appear on any of them. Each worker's build makes its own handle, as it does its own
-    probes.
+    probes. The streams of one handle have times of one order (a ``Product`` loop and a
+    ``Lex`` loop are refused by ``probe_with``), and a stream whose frontier is empty for
+    good (its dataflow ended) leaves the handle: one handle shared by dataflows that come
+    and go keeps only the live ones.
     """
 
     def __init__(
@@ -52,11 +64,15 @@ class ProbeHandle:
         frontier: Callable[[], MutableAntichain | Antichain] | None = None,
         levels: int | None = None,
     ) -> None:
-        # the frontiers of the streams probed (several after probe_with)
+        # the frontiers of the streams probed (several after probe_with) whose frontier is
+        # not yet empty for good: a probe that completes withdraws its own
         self._sources: list[Callable[[], MutableAntichain | Antichain]] = (
             [] if frontier is None else [frontier]
         )
         self._levels = levels  # the scope's loop depth: times given are checked against it
+        # the least time of the streams probed through probe_with: they all have its shape
+        # (Product or Lex at every level), and so must the times given to the handle
+        self._shape: Any = None
         # pending waits: future -> the time it waits for (a dict: a wait given up leaves at
         # once, in O(1), not at the next frontier move, which an idle input may put off)
         self._waiters: dict[asyncio.Future[None], Any] = {}
@@ -78,6 +94,8 @@ class ProbeHandle:
         return meet
 
     def _time(self, time: Any) -> Any:
+        if self._shape is not None:
+            return as_time_like(time, self._shape, "a probe's time")
         return time if self._levels is None else as_time(time, self._levels, "a probe's time")
 
     def less_equal(self, time: Any) -> bool:
@@ -173,7 +191,7 @@ def probe_with(stream: Stream, handle: ProbeHandle, name: str = "probe") -> Stre
             f"probe_with {name!r}: the handle must be a naiad.ProbeHandle, not "
             f"{type(handle).__name__}"
         )
-    depth = stream.scope.depth
+    depth, least = stream.scope.depth, stream.scope.minimum()
     if handle._levels is None:
         handle._levels = depth
     elif handle._levels != depth:
@@ -181,6 +199,17 @@ def probe_with(stream: Stream, handle: ProbeHandle, name: str = "probe") -> Stre
             f"probe_with {name!r}: the handle probes streams of times {handle._levels} loop(s) "
             f"deep, and {stream!r} has times {depth} loop(s) deep; one handle's frontier is "
             f"a meet of times of one shape"
+        )
+    if handle._shape is None:
+        handle._shape = least
+    elif not same_shape(least, handle._shape):
+        # Product(3, 0) == Lex(3, 0) as tuples, yet they are ordered differently: a meet of
+        # both kinds would compare times of one loop by the other's order
+        raise BuildError(
+            f"probe_with {name!r}: the handle probes streams of times shaped like "
+            f"{handle._shape!r}, and {stream!r} has times shaped like {least!r}; one "
+            f"handle's frontier is a meet of times of one order (Product and Lex loops "
+            f"need a handle each)"
         )
     stream.scope.add_operator(name, ProbeVertex(handle), [(stream, Pipeline())], outputs=0)
     return stream
