@@ -1,10 +1,11 @@
 """Differential dataflow on columnar numpy batches (collections, arrangements, iteration)."""
 
 from naiad.differential.arrange import Arranged, import_trace
-from naiad.differential.collection import Collection, InputSession, View
+from naiad.differential.collection import Collection, InputSession
 from naiad.differential.iterate import Variable
 from naiad.differential.trace import Batch, Cursor, Spine, TraceHandle
 from naiad.differential.updates import Updates, stable_hash
+from naiad.differential.view import View
 
 __all__ = [
     "Arranged",

@@ -37,12 +37,14 @@ from naiad.differential.updates import (
     Updates,
     columns_of,
     has_nan,
+    merge_updates,
     records_of,
     reject_nan,
     route_records,
     time_matrix,
     updates_from_rows,
 )
+from naiad.differential.view import View, ViewVertex
 from naiad.operators.input import InputError, InputHandle, check_ordered, check_reiterable
 from naiad.operators.probe import ProbeHandle
 from naiad.operators.stream import Stream
@@ -79,7 +81,7 @@ class _Consolidate(Vertex):
 
     def on_notify(self, cap: Capability) -> None:
         batches = self.pending.pop(cap.time)
-        merged = batches[0].concat(*batches[1:]).consolidate()
+        merged = merge_updates(batches)
         if len(merged):
             self.send(cap, merged)
 
@@ -99,7 +101,7 @@ class _Changes(_Consolidate):
 
     def on_notify(self, cap: Capability) -> None:
         batches = self.pending.pop(cap.time)
-        merged = batches[0].concat(*batches[1:]).consolidate()
+        merged = merge_updates(batches)
         self.out.extend(sorted(merged.to_records(self.lex), key=lambda u: (u[1], repr(u[0]))))
 
 
@@ -115,7 +117,7 @@ class _AssertEmpty(_Consolidate):
 
     def on_notify(self, cap: Capability) -> None:
         batches = self.pending.pop(cap.time)
-        merged = batches[0].concat(*batches[1:]).consolidate()
+        merged = merge_updates(batches)
         if len(merged):
             changes = sorted(((r, d) for r, _, d in merged.to_records()), key=repr)
             raise AssertionError(
@@ -582,13 +584,23 @@ class Collection:
         self.stream.scope.add_operator(name, vertex, [(self.stream, Pipeline())], outputs=0)
         return vertex.out
 
-    def view(self, gather: bool = True, name: str = "view") -> View:
-        """A materialized view: the collection's contents at any completed time (``await
+    def view(self, gather: bool = True, name: str = "view", history: bool = True) -> View:
+        """A materialized view: the collection's contents at completed times (``await
         view.wait(time)``, then ``view.at(time)``). With ``gather`` every worker's records
-        are sent to worker 0's view."""
-        view = View(lattice.scope_lex(self.scope))
+        are sent to worker 0's view (otherwise each worker's view holds its share).
+
+        The view merges the updates it holds as they arrive and compacts them to its
+        compaction frontier (``view.since``), answering only at times in advance of it. With
+        ``history`` (the default) every completed time stays readable until
+        ``view.set_logical_compaction(frontier)`` gives earlier times up; with
+        ``history=False`` the frontier follows the view's input, keeping the latest complete
+        epoch (and later times) readable: memory then follows the records alive, not the
+        history. See :class:`~naiad.differential.view.View`."""
+        if not isinstance(history, bool):
+            raise TypeError(f"view {name!r}: history must be True or False, not {history!r}")
+        view = View(lattice.scope_lex(self.scope), name, history)
         pact = _gathered() if gather else Pipeline()
-        self.stream.scope.add_operator(name, _ViewVertex(view), [(self.stream, pact)], outputs=0)
+        self.stream.scope.add_operator(name, ViewVertex(view), [(self.stream, pact)], outputs=0)
         return view
 
 
@@ -742,65 +754,6 @@ def updates_of_rows(rows: list[tuple[Any, Any, int]]) -> Updates:
         time_matrix((t for _, t, _ in rows), depth_),
         integer_diffs([d for _, _, d in rows], len(rows)),
     )
-
-
-class View:
-    """The accumulated contents of a collection, readable at completed times."""
-
-    def __init__(self, lex: tuple[bool, ...]) -> None:
-        self.lex = lex
-        self.updates: list[Updates] = []
-        self.frontier: list[Any] = []
-        self.vertex: _ViewVertex | None = None
-
-    def complete(self, time: Any) -> bool:
-        """Whether no more changes at or before ``time`` can arrive."""
-        assert self.vertex is not None
-        return not self.vertex.frontier(0).less_equal(self._time(time))
-
-    async def wait(self, time: Any = None) -> None:
-        """Returns once ``time`` is complete here (every time, if ``time`` is None), so that
-        :meth:`at` can read it. A probe on the collection is not enough: it may pass a time
-        while changes are still on their way to the view (from another worker, say)."""
-        assert self.vertex is not None
-        await self.vertex.handle.wait(None if time is None else self._time(time))
-
-    def _time(self, time: Any) -> Any:
-        return as_time(time, len(self.lex), "a view's time")
-
-    def at(self, time: Any) -> dict[Any, int]:
-        """``{record: multiplicity}`` at ``time`` (which must be complete)."""
-        time = self._time(time)
-        if not self.complete(time):
-            raise ValueError(f"view: time {time!r} is not complete yet; its contents may change")
-        if not self.updates:
-            return {}
-        if len(self.updates) > 1:  # keep the concatenation for the next read
-            self.updates = [self.updates[0].concat(*self.updates[1:])]
-        u = self.updates[0]
-        try:
-            row = np.array(lattice.time_row(time, u.depth), dtype=np.int64)
-        except OverflowError:
-            raise ValueError(
-                f"view: time {time!r} is beyond the int64 range of a collection's times"
-            ) from None
-        u = u.take(lattice.less_equal(u.times, row[None, :], self.lex))
-        u = Updates(u.data, np.zeros((len(u), 1), dtype=np.int64), u.diffs).consolidate()
-        return {r: d for r, _, d in u.to_records()}
-
-
-class _ViewVertex(Vertex):
-    def __init__(self, view: View) -> None:
-        self.view = view
-        view.vertex = self
-        # what View.wait awaits (a failure of the runtime reaches it as a probe's does)
-        self.handle = ProbeHandle(lambda: self.shard.frontiers[0], len(view.lex))
-
-    def on_recv(self, port: int, cap: Capability, batch: Updates) -> None:
-        self.view.updates.append(batch)
-
-    def on_frontier(self) -> None:
-        self.handle._check_waiters()
 
 
 class InputSession:

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from naiad.differential.lattice import frontier_rows, time_of
+from naiad.differential.lattice import advance_by, frontier_rows, time_of
 from naiad.transport.codec import object_column, register_columnar
 
 
@@ -584,6 +584,26 @@ class Updates:
 
     def __repr__(self) -> str:
         return f"Updates({len(self)} updates, {len(self.data)} fields, depth {self.depth})"
+
+
+def merge_updates(
+    parts: Sequence[Updates], since: np.ndarray | None = None, lex: Sequence[bool] = ()
+) -> Updates:
+    """The updates of ``parts`` (at least one) as one consolidated batch; with ``since`` (a
+    frontier's time rows), their times first advanced to it (:func:`lattice.advance_by`), so
+    that changes of a record that are alike at every time in advance of ``since`` cancel.
+
+    >>> a = Updates.from_records([("x", 0, 1), ("y", 1, 1)])
+    >>> b = Updates.from_records([("x", 2, -1)])
+    >>> merge_updates([a, b]).to_records()
+    [('x', 0, 1), ('x', 2, -1), ('y', 1, 1)]
+    >>> merge_updates([a, b], since=np.array([[2]])).to_records()
+    [('y', 2, 1)]
+    """
+    u = parts[0].concat(*parts[1:]) if len(parts) > 1 else parts[0]
+    if since is not None and len(u):
+        u = Updates(u.data, advance_by(u.times, since, lex), u.diffs)
+    return u.consolidate()
 
 
 def _to_columns(u: Updates) -> list[np.ndarray]:
