@@ -41,7 +41,7 @@ from naiad.differential.updates import Updates, merge_updates
 from naiad.operators.probe import ProbeHandle
 from naiad.progress.antichain import MutableAntichain
 from naiad.progress.capability import Capability
-from naiad.progress.timestamp import as_time
+from naiad.progress.timestamp import as_time_like
 
 
 class View:
@@ -79,6 +79,7 @@ class View:
         self._since = least  # the compaction frontier: in advance of both
         self._merged_to: np.ndarray | None = None  # the frontier of the last full merge
         self.vertex: ViewVertex | None = None
+        self._shape = lattice.time_of(least[0], lex)  # the least time: the times' classes
 
     # --- reading ---------------------------------------------------------------------------
     def complete(self, time: Any) -> bool:
@@ -231,7 +232,10 @@ class View:
             self._merged_to = self._since
 
     def _time(self, time: Any) -> Any:
-        return as_time(time, len(self.lex), "a view's time")
+        """``time`` checked as one of the view's scope: ``Product`` and ``Lex`` loop times
+        are equal as tuples but ordered differently, so the one the scope does not use is
+        refused rather than read by the other's order."""
+        return as_time_like(time, self._shape, "a view's time")
 
     def _rows(self, times: list[Any], what: str) -> np.ndarray:
         try:

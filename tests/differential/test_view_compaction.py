@@ -157,6 +157,9 @@ def test_compaction_inside_a_loop_keeps_the_loop_order(config: dict[str, int], k
     steps = [[(1, 0, 0)], None, None, None, None]
     for gather, history in [(True, True), (False, True), (True, False)]:
         asyncio.run(check_views(config, kind, gather, history, epochs, steps))
+    view, other = View((kind == "lex",)), (Product if kind == "lex" else Lex)(0, 0)
+    with pytest.raises(TypeError, match="a view's time must have the shape of"):
+        view.set_logical_compaction([other])  # equal as a tuple, but of the other order
 
 
 def frontier(*times: Any) -> MutableAntichain:
