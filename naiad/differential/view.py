@@ -5,9 +5,10 @@ merged geometrically as a :class:`~naiad.differential.trace.Spine` merges batche
 message is a run (a few small ones wait and are merged together), and the youngest run is
 merged into its elder neighbour while that neighbour is at most twice its size. Runs then
 halve in size from oldest to youngest, so there are O(log n) of them, and each update is
-merged O(log n) times: no message re-sorts what the view already holds. (That is the cost
-of holding less: a view that keeps all history ingests many small messages a few times more
-slowly than one that only appended them.)
+merged O(log n) times: no message re-sorts what the view already holds. Until a compaction
+frontier is set, nothing can be compacted, so a view that keeps every time appends messages
+as they come (as cheap as before) and merges them at the next read or when a frontier is
+first set.
 
 A view answers only at times in advance of its *compaction frontier* (differential
 dataflow's logical compaction; a time is in advance of a frontier when it is at or after one
@@ -184,9 +185,11 @@ class View:
         else:  # in advance of both: the pairwise joins, their minimal ones
             joins = lattice.join(requested[:, None, :], following[None, :, :], self.lex)
             since = lattice.minimal_rows(joins.reshape(-1, requested.shape[1]), self.lex)
-        self._since = since
+        was, self._since = self._since, since
         if not len(since):
             self.runs = []  # never read again
+        elif was is self._least and since is not self._least:
+            self._merge_all()  # the runs appended while nothing could be compacted
 
     def _compacted_why(self) -> str:
         if not len(self._since):
@@ -208,6 +211,11 @@ class View:
             return
         runs = self.runs
         runs.append(batch)
+        if self._since is self._least:
+            # nothing can be compacted yet (every time readable): a merge would only sort, so
+            # messages are appended as they come and merged by the next read, or once when a
+            # compaction frontier is first set
+            return
         small = 0
         while small < len(runs) and len(runs[-1 - small]) <= TAIL_ROWS:
             small += 1
