@@ -278,11 +278,27 @@ class Arranged:
 
     def join(self, other: Arranged | Collection, name: str = "join") -> Collection:
         """``(key, *values, *other values)`` for every pair of records with equal keys.
-        ``other``, an arrangement of an enclosing scope, enters this one's loop
-        (:meth:`enter`); a collection must be in this scope."""
+        Inside a loop one side may be an arrangement of an enclosing scope: it enters the
+        other side's loop (:meth:`enter`), whichever side it is, and the output keeps this
+        side's fields first; a collection must be in the loop.
+
+        >>> import naiad
+        >>> from naiad.differential import Collection
+        >>> def build(scope):
+        ...     names = Collection.from_epochs(scope, [[((1, "one"), 1), ((2, "two"), 1)]])
+        ...     index = names.arrange_by_key()               # outside the loop
+        ...     nums = Collection.from_epochs(scope, [[(1, 1)]])
+        ...     def step(x):                                 # index on the left, loop on the right
+        ...         named = index.join(x).map(lambda r: r[0] + 1)
+        ...         return nums.enter(x.scope).concat(named).filter(lambda n: n < 3).distinct()
+        ...     return nums.iterate(step).changes()
+        >>> naiad.run(build)
+        [[(1, 0, 1), (2, 0, 1)]]
+        """
         from naiad.differential.join import join_arranged
 
-        return join_arranged(self, _arranged(other, self.scope, name), name)
+        left = self._toward(other, name)
+        return join_arranged(left, _arranged(other, left.scope, name), name)
 
     def join_core(
         self,
@@ -326,19 +342,47 @@ class Arranged:
         from naiad.differential.join import PairFunction, join_arranged
 
         check_function(f, 3, name, "f(key, value, other value)")
-        other = _arranged(other, self.scope, name)
-        return join_arranged(self, other, name, pairs=PairFunction(f, many, name))
+        left = self._toward(other, name)
+        other = _arranged(other, left.scope, name)
+        return join_arranged(left, other, name, pairs=PairFunction(f, many, name))
 
     def semijoin(self, other: Arranged | Collection, name: str = "semijoin") -> Collection:
         """The records whose key is in ``other`` (a collection is arranged by whole records;
-        ``other``, an arrangement of an enclosing scope, enters this one's loop)."""
+        of this arrangement and ``other``, one of an enclosing scope enters the other's
+        loop, as for :meth:`join`)."""
         from naiad.differential.join import join_arranged
 
+        left = self._toward(other, name)
         if isinstance(other, Arranged):
-            other = _into(other, self.scope, name)
+            other = _into(other, left.scope, name)
         else:
             other = other.arrange_by_self(name + ".keys")
-        return join_arranged(self, other, name, right_values=False)
+        return join_arranged(left, other, name, right_values=False)
+
+    def antijoin(self, other: Arranged | Collection, name: str = "antijoin") -> Collection:
+        """The records whose key is not in ``other`` (a set; as for :meth:`semijoin`, and
+        as :meth:`Collection.antijoin`), in the scope of the inner of the two sides.
+
+        >>> import naiad
+        >>> from naiad.differential import Collection
+        >>> def build(scope):
+        ...     index = Collection.from_epochs(scope, [[((1, "a"), 1), ((2, "b"), 1)]])
+        ...     gone = Collection.from_epochs(scope, [[(2, 1)]])
+        ...     return index.arrange_by_key().antijoin(gone).changes()
+        >>> naiad.run(build)
+        [[((1, 'a'), 0, 1)]]
+        """
+        left = self._toward(other, name)
+        kept = left.semijoin(other, name)
+        return left.as_collection(name + ".all").concat(kept.negate(name + ".negate"), name=name)
+
+    def _toward(self, other: Arranged | Collection, name: str) -> Arranged:
+        """This arrangement entered into ``other``'s loop when this one's scope encloses it
+        (the left side of a join inside a loop); otherwise this arrangement itself."""
+        scope = other.scope
+        if scope is not self.scope and encloses(self.scope, scope):
+            return self.enter(scope, name + ".enter")
+        return self
 
     def reduce(self, logic: Any, name: str = "reduce") -> Arranged:
         from naiad.differential.reduce import reduce_arranged
@@ -360,12 +404,13 @@ def _into(other: Arranged, scope: Any, name: str) -> Arranged:
     """``other`` entered into ``scope`` when it is arranged in a scope enclosing it (same
     dataflow): read there without a second index. Otherwise ``other`` as it is (a join of
     unrelated scopes reports them)."""
-    if other.scope is not scope and _encloses(other.scope, scope):
+    if other.scope is not scope and encloses(other.scope, scope):
         return other.enter(scope, name + ".enter")
     return other
 
 
-def _encloses(outer: Any, inner: Any) -> bool:
+def encloses(outer: Any, inner: Any) -> bool:
+    """Whether scope ``outer`` is ``inner`` or one of the scopes ``inner`` is nested in."""
     while inner is not None and inner is not outer:
         inner = inner.parent
     return inner is outer

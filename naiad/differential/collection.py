@@ -31,7 +31,7 @@ from naiad.dataflow.channels import Exchange, Pipeline
 from naiad.differential import iterate as iterate_mod
 from naiad.differential import lattice
 from naiad.differential import reduce as reduce_mod
-from naiad.differential.arrange import Arranged, arrange
+from naiad.differential.arrange import Arranged, arrange, encloses
 from naiad.differential.updates import (
     NAN_MESSAGE,
     Updates,
@@ -449,7 +449,10 @@ class Collection:
         return self._apply(Updates.as_one_column, name)
 
     def join(self, other: Collection | Arranged, name: str = "join") -> Collection:
-        """``(key, *values, *other values)`` for every pair of records with equal keys."""
+        """``(key, *values, *other values)`` for every pair of records with equal keys.
+        Inside a loop, ``other`` may be an arrangement of an enclosing scope (it enters the
+        loop); this collection and a collection ``other`` must be in the same scope."""
+        self._not_outer(other, name)
         return self.arrange_by_key(name + ".arrange").join(other, name)
 
     def join_map(
@@ -472,6 +475,7 @@ class Collection:
         >>> naiad.run(build)
         [[((1, ('x', 2), ()), 0, 1)]]
         """
+        self._not_outer(other, name)
         return self.arrange_by_key(name + ".arrange").join_map(other, f, name)
 
     def join_core(
@@ -482,12 +486,14 @@ class Collection:
     ) -> Collection:
         """The records of ``f(key, value, other value)`` (an iterable) for every pair of
         records with equal keys (as :meth:`Arranged.join_core`)."""
+        self._not_outer(other, name)
         return self.arrange_by_key(name + ".arrange").join_core(other, f, name)
 
     def semijoin(self, keys: Collection | Arranged, name: str = "semijoin") -> Collection:
         """The records whose key is in ``keys`` (multiplicities multiply: pass a set); a
         collection of ``keys`` is arranged by whole records (:meth:`arrange_by_self`), so a
         tuple in it is one composite key."""
+        self._not_outer(keys, name)
         if isinstance(keys, Collection):
             keys = keys.arrange_by_self(name + ".keys")
         return self.arrange_by_key(name + ".arrange").semijoin(keys, name)
@@ -495,6 +501,15 @@ class Collection:
     def antijoin(self, keys: Collection | Arranged, name: str = "antijoin") -> Collection:
         """The records whose key is not in ``keys`` (a set; as for :meth:`semijoin`)."""
         return self.concat(self.semijoin(keys, name).negate(name + ".negate"), name=name)
+
+    def _not_outer(self, other: Collection | Arranged, name: str) -> None:
+        """Refuses a join-like method called on a collection of a scope enclosing ``other``'s:
+        only an arrangement enters a loop by itself (a collection is arranged where it is;
+        entering one, which re-times every update, is the caller's choice)."""
+        if other.scope is not self.scope and encloses(self.scope, other.scope):
+            from naiad.differential.join import scope_error
+
+            raise scope_error(self.scope, other.scope, name)
 
     def reduce(
         self,

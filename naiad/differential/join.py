@@ -223,16 +223,7 @@ def join_arranged(
     from naiad.differential.collection import Collection
 
     if left.scope is not right.scope:
-        if left.scope.build is not right.scope.build:
-            raise ValueError(
-                f"{name}: the two sides belong to different dataflows; share an arrangement "
-                "with another dataflow through import_trace"
-            )
-        raise ValueError(
-            f"{name}: the left side is in scope {left.scope.path()!r}, the right side in "
-            f"{right.scope.path()!r}; bring a collection or an arrangement into a loop with "
-            ".enter(loop) (an entered arrangement is read there without a second index)"
-        )
+        raise scope_error(left.scope, right.scope, name)
     handles = (left.handle(), right.handle())
     for h in handles:
         h.set_physical_compaction(-1)  # nothing read yet: the spines keep new batches apart
@@ -241,3 +232,18 @@ def join_arranged(
         name, vertex, [(left.stream, Pipeline()), (right.stream, Pipeline())]
     )
     return Collection(left.stream.derive(node))
+
+
+def scope_error(left: Any, right: Any, name: str) -> ValueError:
+    """The error of a join whose sides are in the scopes ``left`` and ``right`` (different,
+    and neither an arrangement of an enclosing scope, which would have entered the other's)."""
+    if left.build is not right.build:
+        return ValueError(
+            f"{name}: the two sides belong to different dataflows; share an arrangement "
+            "with another dataflow through import_trace"
+        )
+    return ValueError(
+        f"{name}: the left side is in scope {left.path()!r}, the right side in "
+        f"{right.path()!r}; bring a collection or an arrangement into a loop with "
+        ".enter(loop) (an entered arrangement is read there without a second index)"
+    )
