@@ -34,7 +34,7 @@ from naiad.dataflow.scope import BuildError
 from naiad.operators.input import ImportVertex
 from naiad.progress.antichain import MutableAntichain, le
 from naiad.progress.capability import Capability
-from naiad.progress.timestamp import as_time_like
+from naiad.progress.timestamp import as_time_like, same_shape
 
 if TYPE_CHECKING:
     from naiad.dataflow.scope import ScopeCore
@@ -339,16 +339,34 @@ def replay(scope: ScopeCore, logs: Any, name: str = "replay", split: bool = True
     ``logs`` is one log or a list of logs, each a :class:`CaptureLog` or a list of its events.
     Worker ``w`` replays ``logs[w::peers]``; with ``split=False``, every log it is given.
 
+    ``scope`` may be a loop context (as timely's ``replay_into`` takes any scope): the logs'
+    times are then the loop's (``Product`` or ``Lex`` times of its depth, as a capture in a
+    loop of the same shape records them), and the replay is a source inside the loop: it
+    holds capabilities at loop times, from the loop's least time until its logs' frontiers
+    pass them, so the loop's outer times complete only once the logs have passed them, as
+    for any operator of the loop. A log of another shape is refused: a :class:`CaptureLog`
+    when the dataflow is built, a list of events at its first time of another shape.
+
     >>> import naiad
     >>> logs = naiad.run(lambda s: s.from_epochs([[1, 2], [3]]).capture(), workers=2)
     >>> out = naiad.run(lambda s: s.replay(logs).map(lambda x: x * 10).collect())
     >>> sorted(out[0])
     [(0, 10), (0, 20), (1, 30)]
+    >>> def countdown(s):                       # a stream of a loop, captured there
+    ...     with s.iterative() as loop:
+    ...         handle, cycle = loop.feedback()
+    ...         body = s.from_epochs([[2]]).enter(loop).concat(cycle)
+    ...         body.map(lambda x: x - 1).filter(lambda x: x >= 0).connect_loop(handle)
+    ...     return body.capture()
+    >>> logs = naiad.run(countdown)
+    >>> def again(s):                            # replayed inside a loop of another dataflow
+    ...     with s.iterative() as loop:
+    ...         return loop.replay(logs).leave().collect()
+    >>> sorted(naiad.run(again)[0])
+    [(0, 0), (0, 1), (0, 2)]
     """
-    if scope.depth != 0:
-        raise BuildError(f"replay {name!r}: replay into a dataflow's root scope")
     given = [logs] if isinstance(logs, CaptureLog) else _listed(logs, name)
-    checked = [_as_log(log, k, name, scope.minimum()) for k, log in enumerate(given)]
+    checked = [_as_log(log, k, name, scope) for k, log in enumerate(given)]
     mine = checked[scope.index :: scope.peers] if split else checked
     node = scope.add_operator(name, ReplayVertex(mine), [])
     return scope.stream(node)
@@ -363,8 +381,15 @@ def _listed(logs: Any, name: str) -> list[Any]:
     return list(logs)
 
 
-def _as_log(log: Any, k: int, name: str, minimum: Any) -> CaptureLog:
+def _as_log(log: Any, k: int, name: str, scope: ScopeCore) -> CaptureLog:
+    minimum = scope.minimum()
     if isinstance(log, CaptureLog):
+        if not same_shape(log.minimum, minimum):
+            raise BuildError(
+                f"replay {name!r}: logs[{k}] was captured from a stream with times like "
+                f"{log.minimum!r}, and scope {scope.path()!r} has times like {minimum!r}; "
+                f"replay a log into a scope whose times have its stream's shape"
+            )
         return log
     if isinstance(log, tuple) and log and isinstance(log[0], str):
         raise TypeError(

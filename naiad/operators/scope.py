@@ -40,7 +40,8 @@ class Scope(ScopeCore):
     def replay(self, logs: Any, name: str = "replay", split: bool = True) -> Stream:
         """A stream replaying captured logs (``stream.capture()``'s, or lists of their events):
         the same records at the same times, the frontier moving as it did. Worker ``w`` replays
-        ``logs[w::peers]``; with ``split=False``, every log its build gives."""
+        ``logs[w::peers]``; with ``split=False``, every log its build gives. In a loop
+        context the logs' times are the loop's (see :func:`naiad.operators.capture.replay`)."""
         return capture.replay(self, logs, name, split)
 
     def iterative(self, name: str = "loop", time_class: TimeClass = Product) -> Scope:
