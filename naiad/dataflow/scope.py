@@ -6,9 +6,13 @@ worker declared (plain data: operators, their logic, edges, pacts); the runtime 
 builds of all workers (:meth:`DataflowBuild.fingerprint`), turns one into the logical graph the
 progress tracker uses, and instantiates every worker's shards from its own build.
 
-A :class:`ScopeCore` is the root scope or a loop context nested in another (Naiad §2.1). Times
-in a loop context are the enclosing scope's times with a loop counter appended; streams belong
-to exactly one scope and cross scope boundaries only through ingress and egress operators.
+A :class:`ScopeCore` is the root scope, a loop context nested in another (Naiad §2.1), or a
+region (timely's ``region``). Times in a loop context are the enclosing scope's times with a
+loop counter appended; streams belong to exactly one scope and cross loop boundaries only
+through ingress and egress operators. A region has its parent's times: it only groups
+operators (for reading and rendering the graph), so a stream crosses its boundary without an
+operator, re-labelled, and the logical graph, hence progress tracking, is the one the same
+operators would make without it.
 """
 
 from __future__ import annotations
@@ -95,7 +99,8 @@ class DataflowBuild:
 
 
 class ScopeCore:
-    """The root scope of a dataflow or a loop context inside another scope."""
+    """The root scope of a dataflow, a loop context inside another scope, or a region
+    (``time_class`` None under a parent: the parent's times)."""
 
     def __init__(
         self,
@@ -108,7 +113,8 @@ class ScopeCore:
         self.parent = parent
         self.time_class = time_class
         self.name = name
-        self.depth: int = 0 if parent is None else parent.depth + 1
+        # loop levels: the number of counters of this scope's times (a region adds none)
+        self.depth: int = 0 if parent is None else parent.depth + (time_class is not None)
         self._children: dict[str, int] = {}  # loops nested here, per name
         # Sibling loops of one name get distinct paths ("loop", "loop#2"): error messages
         # that name two scopes must not name the same one twice.
@@ -129,9 +135,16 @@ class ScopeCore:
 
     def minimum(self) -> Any:
         """The least time in this scope."""
-        if self.parent is None or self.time_class is None:
+        if self.parent is None:
             return 0
+        if self.time_class is None:  # a region
+            return self.parent.minimum()
         return self.time_class(self.parent.minimum(), 0)
+
+    @property
+    def is_region(self) -> bool:
+        """Whether this scope is a region: its parent's times, no loop of its own."""
+        return self.parent is not None and self.time_class is None
 
     stream_class: type[StreamCore]
     """The class of the streams this scope hands out (the operators layer's ``Stream``)."""

@@ -214,7 +214,8 @@ class Arranged:
         in the loop read the outer spine, each outer time ``t`` seen as ``t`` at loop counter
         0 (as :meth:`Collection.enter` re-times records); readers there hold the outer trace
         back only in outer terms. ``Product`` and ``Lex`` loops alike; :meth:`enter_at`
-        gives each update its own counter.
+        gives each update its own counter. Entered into a region (:meth:`Scope.region`,
+        the same times), it is the same arrangement: its spine itself.
 
         >>> import naiad
         >>> from naiad.differential import Collection

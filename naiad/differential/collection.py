@@ -549,7 +549,8 @@ class Collection:
 
     # --- loops ---------------------------------------------------------------------------------
     def enter(self, loop: Any, name: str = "enter") -> Collection:
-        """This collection inside loop context ``loop`` (constant across iterations)."""
+        """This collection inside loop context ``loop`` (constant across iterations), or inside
+        a region (:meth:`Scope.region`: unchanged, with the same times)."""
         return iterate_mod.enter(self, loop, name)
 
     def enter_at(

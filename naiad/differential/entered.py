@@ -261,10 +261,12 @@ def enter_arranged(arranged: Any, loop: Any, name: str, counters: Counters | Non
     at loop counter 0 or at ``counters(batch)`` in the innermost loop: the body of
     :meth:`Arranged.enter` and :meth:`Arranged.enter_at`."""
     from naiad.differential.arrange import Arranged
+    from naiad.differential.iterate import check_counted
     from naiad.operators import loops
 
     if not isinstance(loop, Scope):
         raise TypeError(f"{name}: expected a loop scope to enter, not {type(loop).__name__}")
+    check_counted(loop, counters, name)
     spine = arranged.spine
     outer, levels = (spine.outer, spine.levels) if isinstance(spine, EnteredSpine) else (spine, ())
     chain: list[Scope] = []
@@ -278,6 +280,13 @@ def enter_arranged(arranged: Any, loop: Any, name: str, counters: Counters | Non
             f"{name}: {loop.path()!r} {where} the arrangement's own scope "
             f"{arranged.scope.path()!r}; an arrangement enters a loop nested inside it"
         )
+    stream = arranged.stream
+    inward = chain[::-1]
+    entered = [i for i, scope in enumerate(inward) if not scope.is_region]
+    if not entered:  # regions only: the same times, so the same spine, read as it is
+        for inner in inward:
+            stream = loops.enter(stream, inner, name)
+        return Arranged(stream, arranged.spine)
     depth = loop.depth
     # the levels of the loops entered before (an entered arrangement entered again), zero
     # counters, padded to this depth, then this loop's (counters only for the innermost)
@@ -290,7 +299,6 @@ def enter_arranged(arranged: Any, loop: Any, name: str, counters: Counters | Non
         base = batch.base if isinstance(batch, EnteredBatch) else batch
         return EnteredBatch(base, depth, levels)
 
-    stream = arranged.stream
-    for i, inner in enumerate(reversed(chain)):
-        stream = loops.enter(stream, inner, name, present if i == len(chain) - 1 else None)
+    for i, inner in enumerate(inward):  # the batches are wrapped entering the innermost loop
+        stream = loops.enter(stream, inner, name, present if i == entered[-1] else None)
     return Arranged(stream, view)

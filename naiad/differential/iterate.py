@@ -108,9 +108,11 @@ def enter(
     counters: Callable[[Updates], np.ndarray] | None = None,
 ) -> Collection:
     """``c`` inside ``loop`` (which may be nested several levels below ``c``'s scope), each
-    update at loop counter 0 or at ``counters(batch)`` (see :func:`entry_counters`)."""
+    update at loop counter 0 or at ``counters(batch)`` (see :func:`entry_counters`). A
+    region on the way (or as ``loop``) re-times nothing."""
     from naiad.differential.collection import Collection
 
+    check_counted(loop, counters, name)
     chain = []
     scope = loop
     while scope is not None and scope is not c.scope:
@@ -126,6 +128,16 @@ def enter(
         last = i == len(chain) - 1
         stream = loops.enter(stream, inner, name, _entered(counters if last else None))
     return Collection(stream)
+
+
+def check_counted(loop: Any, counters: Any, name: str) -> None:
+    """Refuses per-update counters (``enter_at``, ``enter_prioritized``) into a region: its
+    times are its parent's, with no loop counter to set."""
+    if counters is not None and getattr(loop, "is_region", False):
+        raise ValueError(
+            f"{name}: {loop.path()!r} is a region, not a loop: its times have no loop "
+            f"counter to enter at (enter the loop itself)"
+        )
 
 
 def leave(c: Collection, name: str = "leave") -> Collection:

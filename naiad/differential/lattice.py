@@ -212,9 +212,11 @@ def greatest(times: np.ndarray, lex: LexFlags = ()) -> np.ndarray:
 
 
 def scope_lex(scope: Any) -> tuple[bool, ...]:
-    """The ``lex`` flags of a scope: one per enclosing loop, outermost first."""
+    """The ``lex`` flags of a scope: one per enclosing loop, outermost first (regions,
+    which add no loop counter, add no flag)."""
     flags: list[bool] = []
     while scope.parent is not None:
-        flags.append(scope.time_class is Lex)
+        if scope.time_class is not None:
+            flags.append(scope.time_class is Lex)
         scope = scope.parent
     return tuple(flags[::-1])

@@ -1,9 +1,11 @@
-"""Loop contexts: ingress, egress and feedback (Naiad §2.1).
+"""Loop contexts: ingress, egress and feedback (Naiad §2.1); entering and leaving regions.
 
 Entering a loop appends a counter starting at 0 to every time; leaving drops it; the feedback
 vertex adds ``step`` to it, and is the only way to close a cycle, so every cycle strictly
 advances time (invariant 5). These vertices only re-time messages: each message in is one
-message out, at the time the vertex's path summary gives.
+message out, at the time the vertex's path summary gives. A region re-times nothing: a
+stream enters or leaves it as the same output port, re-labelled with the region or its
+parent (no vertex, no message hop, the same logical graph).
 """
 
 from __future__ import annotations
@@ -58,14 +60,17 @@ def enter(
     name: str = "ingress",
     transform: Callable[[Any], Any] | None = None,
 ) -> Stream:
-    """``stream`` inside the loop context ``loop``, its times extended with counter 0."""
+    """``stream`` inside the loop context ``loop``, its times extended with counter 0 (in a
+    region ``loop``, the same stream: ``transform`` is for loops' re-timing and not applied)."""
     if loop.parent is not stream.scope:
+        kind = "region" if loop.is_region else "loop"
         raise BuildError(
-            f"cannot enter loop {loop.path()!r} from scope {stream.scope.path()!r}: "
-            f"a stream enters only a loop nested directly in its own scope"
+            f"cannot enter {kind} {loop.path()!r} from scope {stream.scope.path()!r}: "
+            f"a stream enters only a loop or region nested directly in its own scope"
         )
     time_class = loop.time_class
-    assert time_class is not None
+    if time_class is None:
+        return stream.derive(stream.node, stream.port, scope=loop)
     node = loop.add_operator(
         name,
         Retime(lambda t: time_class(t, 0), transform),
@@ -79,10 +84,15 @@ def enter(
 def leave(
     stream: Stream, name: str = "egress", transform: Callable[[Any], Any] | None = None
 ) -> Stream:
-    """``stream`` outside its loop context, the loop counter dropped."""
+    """``stream`` outside its loop context, the loop counter dropped (out of a region, the
+    same stream; ``transform`` not applied)."""
     parent = stream.scope.parent
     if parent is None:
-        raise BuildError(f"stream {stream!r} is not inside a loop context; it cannot leave")
+        raise BuildError(
+            f"stream {stream!r} is not inside a loop context or region; it cannot leave"
+        )
+    if stream.scope.is_region:
+        return stream.derive(stream.node, stream.port, scope=parent)
     node = parent.add_operator(
         name,
         Retime(lambda t: t.outer, transform),
@@ -109,7 +119,7 @@ def feedback(
             f"feedback {name!r}: step must be at least 1 (got {step}); a cycle whose feedback "
             f"does not advance time would never let its times complete"
         )
-    if scope.parent is None:
+    if scope.depth == 0:  # the root scope or a region of it: integer epochs
         retime: Callable[[Any], Any] = lambda t: t + step  # noqa: E731
     else:
         retime = lambda t: t.__class__(t.outer, t.inner + step)  # noqa: E731

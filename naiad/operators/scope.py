@@ -1,4 +1,4 @@
-"""``Scope``: the user-facing scope: inputs, sources, loop contexts and feedback."""
+"""``Scope``: the user-facing scope: inputs, sources, loop contexts, regions and feedback."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from naiad.progress.timestamp import Product
 
 
 class Scope(ScopeCore):
-    """The root scope of a dataflow, or a loop context (usable as a ``with`` block).
+    """The root scope of a dataflow, a loop context or a region (usable as a ``with`` block).
 
     >>> import naiad
     >>> def build(scope):                       # count down from each number to 0
@@ -47,6 +47,25 @@ class Scope(ScopeCore):
     def iterative(self, name: str = "loop", time_class: TimeClass = Product) -> Scope:
         """A loop context nested in this scope; ``time_class`` is ``Product`` or ``Lex``."""
         return Scope(self.build, parent=self, time_class=time_class, name=name)
+
+    def region(self, name: str = "region") -> Scope:
+        """A region nested in this scope (timely's ``region``): a child scope with this
+        scope's times, to group operators under one name (its path, ``dataflow/name``, is
+        the scope of every operator built in it). Streams and collections go in with
+        ``.enter(region)`` and out with ``.leave()`` unchanged: no operator, no re-timing, so
+        the dataflow runs exactly as it would without the region. An arrangement entered into
+        a region is the same arrangement (one index). Loops and regions nest inside it.
+
+        >>> import naiad
+        >>> def build(scope):
+        ...     nums = scope.from_epochs([[1, 2], [3]])
+        ...     with scope.region("squares") as r:
+        ...         squares = nums.enter(r).map(lambda x: x * x)
+        ...     return squares.leave().collect()
+        >>> sorted(naiad.run(build)[0])
+        [(0, 1), (0, 4), (1, 9)]
+        """
+        return Scope(self.build, parent=self, name=name)
 
     def feedback(
         self, step: int = 1, name: str = "feedback"

@@ -179,11 +179,11 @@ class Stream(StreamCore):
         return generic_op.binary(self, other, logic, name, exchange, outputs)
 
     def enter(self, loop: Scope, name: str = "ingress") -> Stream:
-        """This stream inside loop context ``loop``."""
+        """This stream inside loop context ``loop`` (or region: the same times)."""
         return loops_op.enter(self, loop, name)
 
     def leave(self, name: str = "egress") -> Stream:
-        """This stream outside its loop context."""
+        """This stream outside its loop context (or region)."""
         return loops_op.leave(self, name)
 
     def connect_loop(self, handle: loops_op.FeedbackHandle) -> None:

@@ -1,5 +1,5 @@
-"""The timely operators ``partition``, ``broadcast``, ``delay`` and ``capture``, checked once
-each on real processes over TCP: two processes of two workers."""
+"""The timely operators ``partition``, ``broadcast``, ``delay`` and ``capture``, and regions,
+checked once each on real processes over TCP: two processes of two workers."""
 
 from __future__ import annotations
 
@@ -52,3 +52,10 @@ def test_logs_captured_on_real_processes_replay_on_one_worker() -> None:
     assert log.frontiers()[-1] == [] and log.complete
     passed = {tuple(f) for events in logs for f in naiad.CaptureLog(events).frontiers()}
     assert all(tuple(f) in passed for f in log.frontiers())
+
+
+def test_regions_on_real_processes() -> None:
+    results = run_everywhere("tests.cluster.timely_builds:in_regions", 2, 2, "tcp")
+    assert len(results) == 4
+    want = Counter((t, v) for t, rs in enumerate(EPOCHS) for r in rs for v in range(r % 5 + 1))
+    assert Counter(pair for part in results for pair in part) == want

@@ -36,3 +36,17 @@ def captured(scope: naiad.Scope) -> list[Any]:
     # the events of this worker's log (filled as the dataflow runs): plain data, which the
     # harness's codec writes back once the run is over
     return scope.from_epochs(EPOCHS).exchange(lambda x: x).capture().events
+
+
+def in_regions(scope: naiad.Scope) -> list[tuple[Any, Any]]:
+    # exchanged across the processes inside a region, counted down by a loop in another
+    # region (its body in a region of the loop): each record x gives x % 5, ..., 0
+    with scope.region("spread") as spread:
+        spread_out = scope.from_epochs(EPOCHS).enter(spread).exchange(lambda x: x)
+    with scope.region("loops") as loops, loops.iterative() as loop:
+        handle, cycle = loop.feedback()
+        body = spread_out.leave().map(lambda x: x % 5).enter(loops).enter(loop).concat(cycle)
+        with loop.region("step") as step:
+            down = body.enter(step).map(lambda x: x - 1).filter(lambda x: x >= 0)
+        down.leave().connect_loop(handle)
+    return body.leave().leave().collect()
