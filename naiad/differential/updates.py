@@ -88,8 +88,18 @@ def no_uint64(column: np.ndarray) -> np.ndarray:
 
 
 def _inexact_ints(values: Sequence[Any]) -> bool:
-    """Whether a float column made of ``values`` would round some integer (beyond 2**53)."""
-    return any(type(v) is int and not -EXACT_INTS <= v <= EXACT_INTS for v in values)
+    """Whether a float column made of ``values`` would round some integer (beyond 2**53):
+    a Python int or a numpy one (numpy makes float64 of a uint64 and an int, say).
+
+    >>> _inexact_ints([np.uint64(2**64 - 1), 1]), _inexact_ints([np.int64(3), 0.5])
+    (True, False)
+    """
+    return any(
+        v.__class__ is not float
+        and isinstance(v, int | np.integer)
+        and not -EXACT_INTS <= int(v) <= EXACT_INTS
+        for v in values
+    )
 
 
 def columns_of(values: Sequence[Any]) -> tuple[np.ndarray, ...]:

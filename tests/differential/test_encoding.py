@@ -187,3 +187,42 @@ def test_a_float_is_not_decoded_as_an_equal_fraction_seen_before() -> None:
     out = naiad.run(lambda s: Collection.from_epochs(s, [epoch]).distinct().changes())
     records = sorted(r for r, _, _ in out[0])
     assert records == [(0.5, "x"), (2**60 + 1, "y")] and type(records[0][0]) is float
+
+
+@pytest.mark.parametrize(
+    "records",
+    [
+        [np.uint64(2**64 - 1), 1],  # numpy: float64 of both, and 2**64 - 1 became 2**64
+        [np.uint64(2**63 + 1), -1.5],
+        [np.int64(2**53 + 1), 0.5],  # 2**53 + 1 became 2**53
+        [(1, np.int64(-(2**62) - 1)), (2, 0.25)],
+    ],
+)
+@pytest.mark.parametrize("layout", [(1, 1), (2, 2)])
+def test_numpy_ints_beside_floats_keep_their_values(records: list[Any], layout: Any) -> None:
+    """Regression: numpy integers (not Python ints) that float64 would round went into a
+    float column with the numbers beside them, as Python ints beyond 2**53 do not: an input
+    session's np.uint64(2**64 - 1) came out as 2**64, a different record."""
+
+    async def main() -> Any:
+        async with naiad.Runtime(layout[0], processes=layout[1]) as rt:
+
+            def build(scope: naiad.Scope) -> Any:
+                session, c = Collection.new_input(scope)
+                return session, c.distinct().view()
+
+            df = rt.dataflow(build)
+            session, view = df.results[0]
+            for r in records:
+                session.insert(r)
+            for other, _ in df.results:
+                other.close()
+            await view.wait()
+            return view.at(0)
+
+    contents = asyncio.run(main())
+    assert contents == {r: 1 for r in records}
+    exact = [int(f) for r in contents for f in (r if isinstance(r, tuple) else (r,))]
+    assert sorted(exact) == sorted(
+        int(f) for r in records for f in (r if isinstance(r, tuple) else (r,))
+    )
