@@ -816,20 +816,26 @@ class InputSession:
         [('now', 0, 1), ('later', 3, 1)]
         """
         epoch = self.handle.epoch
-        at = as_time(time, self._depth, f"input {self.handle.name!r}: update_at's time")
+        at = self._time(time, "update_at's time")
         if not less_equal(epoch, at):
             raise InputError(
                 f"input {self.handle.name!r}: update_at at time {at!r}, before the session's "
                 f"epoch {epoch!r} (times before it may already be complete)"
             )
+        self._stage(record, at, diff)
+
+    def _time(self, time: Any, what: str) -> Any:
+        """``time`` as a time of this session's scope, refused (``ValueError``) beyond the
+        int64 range of a collection's times: no update could be sent at it."""
+        at = as_time(time, self._depth, f"input {self.handle.name!r}: {what}")
         try:
             time_matrix([at], self._depth)
         except OverflowError:
             raise ValueError(
-                f"input {self.handle.name!r}: update_at's time {at!r} is beyond the int64 "
-                "range of a collection's times"
+                f"input {self.handle.name!r}: {what} {at!r} is beyond the int64 range of a "
+                "collection's times"
             ) from None
-        self._stage(record, at, diff)
+        return at
 
     def _stage(self, record: Any, time: Any, diff: int) -> None:
         if not isinstance(diff, int | np.integer) or isinstance(diff, bool):
@@ -863,6 +869,9 @@ class InputSession:
         self.handle.send(Updates(columns, times, d))
 
     def advance_to(self, epoch: Any) -> None:
+        # checked first: at an epoch beyond int64 no update could ever be flushed (nor the
+        # session closed with one staged)
+        self._time(epoch, "an epoch")
         self.flush()
         self.handle.advance_to(epoch)
 
