@@ -639,6 +639,9 @@ def integer_diffs(diffs: Any, n: int) -> np.ndarray:
     if len(d) and d.dtype.kind not in "iu":
         kind = "integers beyond int64" if d.dtype.kind == "O" else f"{d.dtype} values"
         raise TypeError(f"diffs are integers, not {kind}")
+    if len(d) and d.dtype.kind == "u" and int(d.max()) >= 2**63:
+        # the cast below would wrap it around to a negative diff
+        raise OverflowError(f"diff {int(d.max())} is beyond int64, the type of every multiplicity")
     if d.shape != (n,):
         raise ValueError(f"{n} records need {n} diffs, not an array of shape {d.shape}")
     return d.astype(np.int64)
@@ -840,6 +843,8 @@ class InputSession:
     def _stage(self, record: Any, time: Any, diff: int) -> None:
         if not isinstance(diff, int | np.integer) or isinstance(diff, bool):
             raise TypeError(f"a diff is an integer, not {diff!r}")
+        if not -(2**63) <= diff < 2**63:  # refused here: flush would fail, and keep failing
+            raise OverflowError(f"diff {diff} is beyond int64, the type of every multiplicity")
         check_record(record)
         if self.handle.spans_processes:
             check_sendable(record)  # flush would fail on it, after staging what came before

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
 import naiad
@@ -41,3 +42,35 @@ def test_an_epoch_beyond_int64_is_refused_and_the_session_goes_on() -> None:
         assert session.epoch == 2
 
     assert ref.watchdog(session_run(misuse)) == [("after", 2, 1), ("kept", 2, 1)]
+
+
+ONE = (np.array([1]),)
+
+
+@pytest.mark.parametrize(
+    "misuse",
+    [
+        lambda s: s.update("x", 2**63),  # was staged, then wrapped around to -2**63
+        lambda s: s.update("x", np.uint64(2**64 - 1)),  # staged, then flush failed for ever
+        lambda s: s.update("x", -(2**63) - 1),
+        lambda s: s.send_columns(ONE, diffs=[2**63]),  # numpy made it a uint64: wrapped
+        lambda s: s.send_columns(ONE, diffs=np.array([2**64 - 1], np.uint64)),  # became -1
+    ],
+)
+def test_a_diff_beyond_int64_is_refused_where_it_is_given(misuse: Any) -> None:
+    """Regression: a diff from 2**63 up was accepted and wrapped around to a negative one
+    (the record removed instead of inserted), or staged and then failed every flush."""
+
+    def refused(session: Any) -> None:
+        with pytest.raises(OverflowError, match=r"beyond int64"):
+            misuse(session)
+
+    assert ref.watchdog(session_run(refused)) == [("after", 2, 1), ("kept", 2, 1)]
+
+
+def test_static_sources_refuse_a_diff_beyond_int64() -> None:
+    diffs = [np.array([2**63], np.uint64)]
+    with pytest.raises(OverflowError, match=r"diff 9223372036854775808 is beyond int64"):
+        naiad.run(lambda s: Collection.from_columns(s, [ONE], diffs).changes())
+    with pytest.raises(OverflowError, match=r"diff 9223372036854775808 is beyond int64"):
+        naiad.run(lambda s: Collection.from_epochs(s, [[("x", 2**63)]]).changes())
