@@ -56,14 +56,17 @@ def interrupted(exc: BaseException) -> BaseException:
     ``Exception`` as itself; a ``CancelledError`` (a timeout, say), ``KeyboardInterrupt`` or
     ``SystemExit`` as a :class:`DataflowStopped` caused by it, so that handles awaited later
     (in other tasks, too) do not raise a bare ``CancelledError`` as if they had been
-    cancelled themselves, and the peers hear what happened."""
+    cancelled themselves, and the peers hear what happened. One raised in a callback (a
+    ``sys.exit()`` in a map, say) keeps its notes, which name the operator."""
     if isinstance(exc, Exception):
         return exc
     error = DataflowStopped(
-        f"the runtime was stopped by {type(exc).__name__} (the task running it was "
-        f"cancelled, or the program interrupted)"
+        f"the runtime was stopped by {type(exc).__name__}{f': {exc}' if str(exc) else ''} "
+        f"(the task running it was cancelled, or the program interrupted or exited)"
     )
     error.__cause__ = exc
+    for note in getattr(exc, "__notes__", ()):
+        error.add_note(note)
     return error
 
 

@@ -19,6 +19,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from naiad.actors.supervision import interrupted
 from naiad.actors.vertex import VertexShard
 from naiad.actors.worker import Worker, WorkerGroup
 from naiad.dataflow.channels import (
@@ -285,6 +286,12 @@ class Process:
                 await self.group.run()
             except Exception as exc:
                 on_error(exc)
+            except (KeyboardInterrupt, SystemExit) as exc:
+                # raised in a callback: asyncio ends the event loop with it and cancels the
+                # runtime's task, so record it (and the operator its notes name) first; the
+                # peers hear it, not the CancelledError that follows
+                on_error(interrupted(exc))
+                raise
 
         self._task = asyncio.get_running_loop().create_task(drive())
 

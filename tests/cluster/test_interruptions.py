@@ -129,3 +129,37 @@ def test_the_connections_closed_after_a_failure_are_not_reported_as_lost(tmp_pat
         assert done.returncode == 3, done.stderr
         assert "ValueError: bad record 7" in done.stdout, done.stdout
         assert "lost its connection" not in done.stderr, done.stderr
+
+
+def test_a_callback_that_exits_the_program_is_named_to_the_other_processes(
+    tmp_path: Path,
+) -> None:
+    """Regression: a ``sys.exit()`` (or a ``KeyboardInterrupt``) raised in a map escaped the
+    runtime's task, asyncio cancelled the runtime, and the other process heard only
+    "stopped by CancelledError": nothing named the operator, nor the exit (a SystemExit
+    prints no traceback)."""
+    done = naiad_run(
+        tmp_path,
+        """
+        import asyncio, os, sys, naiad
+        me = int(os.environ["NAIAD_PROCESS"])
+        def leave(x):
+            if x == 2:  # a record of process 0's worker
+                sys.exit(7)
+            return x
+        async def main():
+            async with naiad.Runtime() as rt:
+                def held(s):
+                    handle, stream = s.new_input()  # left open: the runtime waits for it
+                    return handle, stream.probe()
+                rt.dataflow(held)
+                rt.dataflow(lambda s: s.from_epochs([[2, 3]]).map(leave, name="leave").probe())
+        """,
+        tail=REPORTS,
+    )
+    assert done.returncode == 7, done.stderr
+    # (process 1 may hear it while it runs the dataflows, or before it builds the second)
+    assert (
+        "process 0 stopped the cluster: DataflowStopped: the runtime was stopped by SystemExit: 7"
+    ) in done.stdout, done.stdout
+    assert "(naiad: raised in operator 'leave' on worker 0 receiving a message" in done.stdout
