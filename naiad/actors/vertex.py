@@ -15,7 +15,7 @@ checkpoint layer calls them at epoch boundaries the frontier proves complete (Na
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sized
+from collections.abc import Callable, Sized
 from typing import TYPE_CHECKING, Any, Protocol
 
 from naiad.actors.actor import MAX_CUT_THROUGH_DEPTH, Actor
@@ -31,11 +31,16 @@ if TYPE_CHECKING:
 
 class Pusher(Protocol):
     """One edge of the physical graph as seen by its sender; ``shares`` says whether the
-    receiver gets the batch object itself (an exchange builds new lists instead)."""
+    receiver gets the batch object itself (an exchange builds new lists instead); ``stages``
+    whether a push may be refused (a record the codec cannot send to another process), in
+    which case ``stage`` does everything that may fail and returns the delivery."""
 
     shares: bool
+    stages: bool
 
     def push(self, time: Any, batch: Any) -> None: ...
+
+    def stage(self, time: Any, batch: Any) -> Callable[[], None]: ...
 
 
 def fan_out(pushers: list[Pusher], time: Any, batch: Any) -> None:
@@ -43,12 +48,24 @@ def fan_out(pushers: list[Pusher], time: Any, batch: Any) -> None:
     for all consumers but one, a list goes itself to one consumer and as a copy to every
     other that would share it: a consumer may then modify the list it receives (pop records
     off it, sort it) without changing what the others receive. Other batches (numpy arrays)
-    are shared, not copied: treat a received array as read-only."""
-    if batch.__class__ is list and len(pushers) > 1:
+    are shared, not copied: treat a received array as read-only. When a consumer in another
+    process may refuse the batch, every consumer's part is staged before any is delivered:
+    a refused send (an input's, say) delivers nothing to any of them."""
+    if len(pushers) > 1:
+        copies = batch.__class__ is list
         last = len(pushers) - 1
-        for i, pusher in enumerate(pushers):
-            pusher.push(time, batch.copy() if i < last and pusher.shares else batch)
-        return
+        if any(p.stages for p in pushers):
+            deliveries = [
+                pusher.stage(time, batch.copy() if copies and i < last and pusher.shares else batch)
+                for i, pusher in enumerate(pushers)
+            ]
+            for deliver in deliveries:
+                deliver()
+            return
+        if copies:
+            for i, pusher in enumerate(pushers):
+                pusher.push(time, batch.copy() if i < last and pusher.shares else batch)
+            return
     for pusher in pushers:
         pusher.push(time, batch)
 

@@ -15,6 +15,7 @@ as many.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -200,6 +201,7 @@ class LocalPusher:
     __slots__ = ("buffer", "cut_through", "location", "port", "shard")
 
     shares = True  # the shard receives the batch object itself
+    stages = False  # nothing to refuse
 
     def __init__(
         self, shard: VertexShard, port: int, location: int, buffer: ChangeBatch, cut_through: bool
@@ -214,11 +216,14 @@ class LocalPusher:
         self.buffer.update((self.location, time), 1)
         self.shard.receive(self.port, time, batch, self.cut_through)
 
+    def stage(self, time: Any, batch: Any) -> Callable[[], None]:
+        return functools.partial(self.push, time, batch)
+
 
 class ExchangePusher:
     """Partitions each batch and pushes every part to the pusher of its worker."""
 
-    __slots__ = ("encoders", "pact", "peers", "pushers", "target")
+    __slots__ = ("encoders", "pact", "peers", "pushers", "stages", "target")
 
     shares = False  # a list is split into new lists (a single worker is wired without one)
 
@@ -231,30 +236,45 @@ class ExchangePusher:
         # None altogether when every worker is in this process
         encoders = [getattr(p, "encoded", None) for p in pushers]
         self.encoders = encoders if any(encoders) else None
+        self.stages = self.encoders is not None  # the codec may refuse a record
 
     def push(self, time: Any, batch: Any) -> None:
         pushers, encoders = self.pushers, self.encoders
-        try:
-            parts = self.pact.partition(batch, self.peers)
-        except Exception as exc:
-            # raised in the sender's callback, which the error names: say which exchange too
-            exc.add_note(f"naiad: while routing records to operator {self.target!r}")
-            raise
+        parts = self._partition(batch)
         if encoders is None or len(parts) <= 1:
             for worker, part in parts:
                 pushers[worker].push(time, part)
             return
-        # Encode every part that leaves the process before delivering any: a record the codec
-        # refuses raises with nothing of the batch delivered anywhere.
+        self.stage(time, batch, parts)()
+
+    def _partition(self, batch: Any) -> list[tuple[int, Any]]:
+        try:
+            return self.pact.partition(batch, self.peers)
+        except Exception as exc:
+            # raised in the sender's callback, which the error names: say which exchange too
+            exc.add_note(f"naiad: while routing records to operator {self.target!r}")
+            raise
+
+    def stage(
+        self, time: Any, batch: Any, parts: list[tuple[int, Any]] | None = None
+    ) -> Callable[[], None]:
+        """Partitions ``batch`` and encodes every part that leaves the process; returns the
+        delivery. A record the codec refuses raises here, with nothing delivered anywhere."""
+        pushers, encoders = self.pushers, self.encoders
+        assert encoders is not None
         staged = []
-        for worker, part in parts:
+        for worker, part in self._partition(batch) if parts is None else parts:
             encode = encoders[worker]
             staged.append((worker, part if encode is None else encode(time, part)))
-        for worker, part in staged:
-            if encoders[worker] is None:
-                pushers[worker].push(time, part)
-            else:
-                pushers[worker].send_encoded(time, part)
+
+        def deliver() -> None:
+            for worker, part in staged:
+                if encoders[worker] is None:
+                    pushers[worker].push(time, part)
+                else:
+                    pushers[worker].send_encoded(time, part)
+
+        return deliver
 
 
 class BroadcastPusher:
@@ -266,7 +286,7 @@ class BroadcastPusher:
     others (as :func:`~naiad.actors.vertex.fan_out` does), so that each may modify its own.
     """
 
-    __slots__ = ("local", "remote", "target")
+    __slots__ = ("local", "remote", "stages", "target")
 
     shares = True  # a local worker receives the batch object itself (the sender copies it
     # for this pusher when the output has other consumers after it)
@@ -275,15 +295,26 @@ class BroadcastPusher:
         self.local = [p for p in pushers if getattr(p, "encoded", None) is None]
         self.remote = [p for p in pushers if getattr(p, "encoded", None) is not None]
         self.target = target  # the name of the operator the batches are sent to
+        self.stages = bool(self.remote)  # the codec may refuse a record
 
     def push(self, time: Any, batch: Any) -> None:
+        self.stage(time, batch)()
+
+    def stage(self, time: Any, batch: Any) -> Callable[[], None]:
+        """Encodes ``batch`` for the other processes; returns the delivery to every worker.
+        A record the codec refuses raises here, with nothing delivered anywhere."""
         remote = self.remote
+        frames: Any = None
         if remote:
             try:
                 frames = remote[0].encoded(time, batch)
             except Exception as exc:
                 exc.add_note(f"naiad: while broadcasting records to operator {self.target!r}")
                 raise
+
+        def deliver() -> None:
             for pusher in remote:
                 pusher.send_encoded(time, frames)
-        fan_out(self.local, time, batch)
+            fan_out(self.local, time, batch)
+
+        return deliver

@@ -14,6 +14,7 @@ being applied. Frames for a dataflow this process has not built yet are kept unt
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import logging
 from collections.abc import Callable
@@ -93,8 +94,15 @@ class RemotePusher:
         self.location = location
         self.buffer = buffer
 
+    stages = True  # the codec may refuse a record
+    shares = False  # the batch is encoded: the receiver gets a copy
+
     def push(self, time: Any, batch: Any) -> None:
         self.send_encoded(time, self.encoded(time, batch))
+
+    def stage(self, time: Any, batch: Any) -> Callable[[], None]:
+        frames = self.encoded(time, batch)
+        return functools.partial(self.send_encoded, time, frames)
 
     def encoded(self, time: Any, batch: Any) -> list[tuple[list[bytes | memoryview], int]]:
         """The frames of a message (parts and size): one, or more if the batch had to be

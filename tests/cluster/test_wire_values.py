@@ -107,6 +107,47 @@ async def test_a_batch_with_a_record_the_codec_refuses_is_delivered_nowhere() ->
     assert sorted(got) == [(0, "local"), (1, "fixed")]
 
 
+@pytest.mark.parametrize("remote", ["exchange", "broadcast"])
+@pytest.mark.parametrize("local_first", [True, False])
+async def test_a_refused_batch_reaches_none_of_an_inputs_consumers(
+    remote: str, local_first: bool
+) -> None:
+    """Regression: an input read by an operator on its own worker and by an exchange (or a
+    broadcast) to another process handed the batch to the first consumer before the second
+    refused it: the send raised, yet one branch of the dataflow had the batch (with the
+    unsendable record) and the other not."""
+    local: list[Any] = []
+    crossed: list[Any] = []
+    async with naiad.Runtime(**TWO_PROCESSES) as rt:
+
+        def build(scope: naiad.Scope) -> naiad.InputHandle:
+            handle, stream = scope.new_input()
+            routed = (
+                (lambda: stream.exchange(lambda r: 1)) if remote == "exchange" else stream.broadcast
+            )
+            if local_first:
+                stream.inspect(local.append)
+                routed().inspect(crossed.append)
+            else:
+                routed().inspect(crossed.append)
+                stream.inspect(local.append)
+            return handle
+
+        df = rt.dataflow(build)
+        first, second = df.results
+        second.close()
+        first.send(["before"])
+        with pytest.raises(TypeError, match=r"cannot send a builtins\.set between processes"):
+            first.send(["refused", {"unsendable"}])
+        first.send(["after"])
+        first.close()
+        await df.finished()
+    assert local == ["before", "after"]
+    assert sorted(crossed) == (
+        ["after", "before"] if remote == "exchange" else ["after"] * 2 + ["before"] * 2
+    )
+
+
 async def test_a_session_refuses_a_record_that_cannot_cross_where_it_is_given() -> None:
     """Regression: a hashable record the codec refuses (a frozenset) was staged; every later
     flush then failed after delivering the local part again, and the session could never
