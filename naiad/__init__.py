@@ -15,6 +15,7 @@ from naiad.operators.loops import FeedbackHandle
 from naiad.operators.probe import ProbeHandle
 from naiad.operators.scope import Scope
 from naiad.operators.stream import Stream
+from naiad.operators.unordered_input import InputCapability, UnorderedInputHandle
 from naiad.progress import (
     Antichain,
     Capability,
@@ -39,6 +40,7 @@ __all__ = [
     "DataflowStopped",
     "Exchange",
     "FeedbackHandle",
+    "InputCapability",
     "InputError",
     "InputHandle",
     "Lex",
@@ -50,6 +52,7 @@ __all__ = [
     "Runtime",
     "Scope",
     "Stream",
+    "UnorderedInputHandle",
     "Vertex",
     "run",
 ]

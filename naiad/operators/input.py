@@ -111,17 +111,7 @@ class InputHandle:
         (the caller may reuse it); an array is not: the dataflow owns it once sent, so do not
         write to it afterwards."""
         cap = self._live()
-        if isinstance(batch, NOT_BATCHES):
-            # iterating one yields its keys or characters: the values would be lost
-            raise TypeError(
-                f"input {self.name!r}: a batch is a list or a numpy array of records, not a "
-                f"{type(batch).__name__} (to send one record, send [record])"
-            )
-        if isinstance(batch, list):
-            batch = batch.copy()
-        elif not hasattr(batch, "__len__"):
-            batch = list(batch)
-        self._vertex.shard.outputs[0].send(cap, batch)
+        self._vertex.shard.outputs[0].send(cap, prepared_batch(batch, f"input {self.name!r}"))
         self._flush()
 
     def advance_to(self, epoch: Any) -> None:
@@ -248,6 +238,22 @@ _END = object()
 NOT_BATCHES = (Mapping, str, bytes, bytearray)
 """Sized and iterable, but not batches: a dict iterates over its keys alone, a string over
 its characters."""
+
+
+def prepared_batch(batch: Any, what: str) -> Any:
+    """``batch`` as an input sends it: a list copied (the caller may reuse it), an iterable
+    without a length listed, an array as it is; a dict or a string refused (iterating one
+    yields its keys or characters: the values would be lost)."""
+    if isinstance(batch, NOT_BATCHES):
+        raise TypeError(
+            f"{what}: a batch is a list or a numpy array of records, not a "
+            f"{type(batch).__name__} (to send one record, send [record])"
+        )
+    if isinstance(batch, list):
+        return batch.copy()
+    if not hasattr(batch, "__len__"):
+        return list(batch)
+    return batch
 
 
 def check_ordered(batch: Any, epoch: int, name: str) -> None:

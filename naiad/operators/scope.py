@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from naiad.dataflow.scope import ScopeCore
-from naiad.operators import capture, input, loops
+from naiad.operators import capture, input, loops, unordered_input
 from naiad.operators.stream import Stream
 from naiad.progress.summary import TimeClass
 from naiad.progress.timestamp import Product
@@ -32,6 +32,14 @@ class Scope(ScopeCore):
     def new_input(self, name: str = "input") -> tuple[input.InputHandle, Stream]:
         """An input handle for this worker, and the stream of every worker's input."""
         return input.new_input(self, name)
+
+    def new_unordered_input(
+        self, name: str = "unordered_input"
+    ) -> tuple[unordered_input.UnorderedInputHandle, Stream]:
+        """An unordered input's handle for this worker (its ``capability`` is at the scope's
+        least time; ``delayed``, ``downgrade``, ``drop`` and ``send`` at any time at or after
+        a held one's), and the stream of what every worker sends."""
+        return unordered_input.new_unordered_input(self, name)
 
     def from_epochs(self, epochs: Iterable[Any], name: str = "from_epochs") -> Stream:
         """A stream whose epoch ``i`` is the ``i``-th batch of ``epochs`` (split among workers)."""

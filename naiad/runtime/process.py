@@ -34,6 +34,7 @@ from naiad.dataflow.channels import (
 from naiad.dataflow.scope import BuildError, DataflowBuild
 from naiad.operators.input import ImportVertex, InputHandle, InputVertex
 from naiad.operators.probe import ProbeHandle
+from naiad.operators.unordered_input import UnorderedInputHandle, UnorderedInputVertex
 from naiad.progress.change_batch import ChangeBatch
 from naiad.progress.progress_actor import Changes, ProgressActor
 from naiad.progress.reachability import Reachability
@@ -182,7 +183,7 @@ class Instance:
     def close_inputs(self, imports: bool = True) -> None:
         for row in self.shards:
             for shard in row:
-                if isinstance(shard.logic, InputVertex):
+                if isinstance(shard.logic, InputVertex | UnorderedInputVertex):
                     shard.logic.handle.close()
                 elif imports and isinstance(shard.logic, ImportVertex):
                     shard.logic.close()
@@ -196,7 +197,7 @@ class Instance:
                 if shard.failure is None:
                     shard.failure = exc
                 handle = getattr(shard.logic, "handle", None)
-                if isinstance(handle, ProbeHandle | InputHandle):
+                if isinstance(handle, ProbeHandle | InputHandle | UnorderedInputHandle):
                     handle._fail(exc)
                 # vertices whose state other dataflows follow (arrangements imported
                 # elsewhere) tell them that it will not change any more
