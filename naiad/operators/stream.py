@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from naiad.actors.vertex import Vertex
 from naiad.dataflow.channels import Pact
 from naiad.dataflow.scope import StreamCore
+from naiad.operators import accumulate as accumulate_op
 from naiad.operators import aggregate as aggregate_op
 from naiad.operators import branch as branch_op
 from naiad.operators import broadcast as broadcast_op
@@ -148,6 +149,17 @@ class Stream(StreamCore):
         """Per time and key of ``(key, value)`` records, ``emit(k, aggregate)`` once the time
         completes, the aggregate folded from ``init()`` by ``fold(k, value, aggregate)``."""
         return aggregate_op.aggregate(self, fold, emit, key, init, name)
+
+    def accumulate(
+        self, default: Any, f: Callable[[Any, Any], Any], name: str = "accumulate"
+    ) -> Stream:
+        """Per time and worker, once the time completes: ``default`` (a copy) folded with
+        ``f(accumulator, batch)`` over that worker's batches at that time, as one record."""
+        return accumulate_op.accumulate(self, default, f, name)
+
+    def count(self, name: str = "count") -> Stream:
+        """Per time and worker, once the time completes: the number of records seen."""
+        return accumulate_op.count(self, name)
 
     def state_machine(
         self,
