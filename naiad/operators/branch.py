@@ -1,4 +1,5 @@
-"""``branch``: splits a stream in two by a predicate."""
+"""``branch`` and ``branch_when``: split a stream in two by a predicate on records, or on
+times (timely's ``Branch`` and ``BranchWhen``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from naiad.actors.vertex import StatelessVertex
 from naiad.dataflow.channels import Pipeline
+from naiad.operators.aggregate import checked_functions
 from naiad.progress.capability import Capability
 
 if TYPE_CHECKING:
@@ -40,5 +42,34 @@ def branch(
     >>> naiad.run(build)
     [([(0, 2)], [(0, 1), (0, 3)])]
     """
+    checked_functions("branch", name, predicate=predicate)
     node = stream.scope.add_operator(name, Branch(predicate), [(stream, Pipeline())], outputs=2)
+    return stream.derive(node, 0), stream.derive(node, 1)
+
+
+class BranchWhen(StatelessVertex):
+    def __init__(self, predicate: Callable[[Any], bool]) -> None:
+        self.predicate = predicate
+
+    def on_recv(self, port: int, cap: Capability, batch: Any) -> None:
+        # the batch itself, not a copy: each goes to one output
+        self.shard.outputs[0 if self.predicate(cap.time) else 1].send(cap, batch)
+
+
+def branch_when(
+    stream: Stream, predicate: Callable[[Any], bool], name: str = "branch_when"
+) -> tuple[Stream, Stream]:
+    """``(batches at times where predicate(time) holds, the others)``: one call per batch,
+    and batches pass whole (numpy ones stay arrays). The order is ``branch``'s; timely's
+    ``branch_when`` returns the times where the predicate holds second.
+
+    >>> import naiad
+    >>> def build(s):
+    ...     early, late = s.from_epochs([["a"], ["b"], ["c"]]).branch_when(lambda t: t < 2)
+    ...     return early.collect(), late.collect()
+    >>> naiad.run(build)
+    [([(0, 'a'), (1, 'b')], [(2, 'c')])]
+    """
+    checked_functions("branch_when", name, predicate=predicate)
+    node = stream.scope.add_operator(name, BranchWhen(predicate), [(stream, Pipeline())], outputs=2)
     return stream.derive(node, 0), stream.derive(node, 1)

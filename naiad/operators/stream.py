@@ -26,6 +26,7 @@ from naiad.operators import generic as generic_op
 from naiad.operators import inspect as inspect_op
 from naiad.operators import loops as loops_op
 from naiad.operators import map as map_op
+from naiad.operators import ok_err as ok_err_op
 from naiad.operators import partition as partition_op
 from naiad.operators import probe as probe_op
 from naiad.operators import state_machine as state_machine_op
@@ -81,6 +82,20 @@ class Stream(StreamCore):
     ) -> tuple[Stream, Stream]:
         """``(records where predicate holds, the others)``."""
         return branch_op.branch(self, predicate, name)
+
+    def branch_when(
+        self, predicate: Callable[[Any], bool], name: str = "branch_when"
+    ) -> tuple[Stream, Stream]:
+        """``(batches at times where predicate(time) holds, the others)``, one call per
+        batch."""
+        return branch_op.branch_when(self, predicate, name)
+
+    def ok_err(
+        self, f: Callable[[Any], tuple[str, Any]], name: str = "ok_err"
+    ) -> tuple[Stream, Stream]:
+        """``(values, errors)``: ``f(record)`` returns ``("ok", value)`` or
+        ``("err", error)``."""
+        return ok_err_op.ok_err(self, f, name)
 
     def partition(
         self, parts: int, route: Callable[[Any], int], name: str = "partition"
