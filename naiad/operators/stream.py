@@ -29,6 +29,7 @@ from naiad.operators import map as map_op
 from naiad.operators import ok_err as ok_err_op
 from naiad.operators import partition as partition_op
 from naiad.operators import probe as probe_op
+from naiad.operators import reclock as reclock_op
 from naiad.operators import state_machine as state_machine_op
 from naiad.operators import subscribe as subscribe_op
 
@@ -119,6 +120,11 @@ class Stream(StreamCore):
     def delay_batch(self, f: Callable[[Any], Any], name: str = "delay_batch") -> Stream:
         """Each batch re-timed, whole, to ``f(time)`` (at or after ``time``)."""
         return delay_op.delay_batch(self, f, name)
+
+    def reclock(self, clock: Stream, name: str = "reclock") -> Stream:
+        """Each record at the least time of ``clock`` (any worker's) at or after its own,
+        once both streams have passed that time."""
+        return reclock_op.reclock(self, clock, name)
 
     def inspect(self, f: Callable[[Any], None], name: str = "inspect") -> Stream:
         """Calls ``f(record)`` for every record; passes records on."""
