@@ -221,3 +221,41 @@ def test_inside_a_loop_scope_the_capability_is_at_the_loop_s_least_time() -> Non
         return out
 
     assert asyncio.run(main()) == [(2, "x")]
+
+
+def explode(x: int) -> int:
+    if x < 0:
+        raise ValueError("bad record")
+    return x
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+async def test_after_a_failure_the_capabilities_say_the_runtime_stopped(
+    config: dict[str, int],
+) -> None:
+    with pytest.raises(ValueError, match="bad record"):
+        async with naiad.Runtime(**config) as rt:
+            df = rt.dataflow(
+                lambda s: (lambda h, st: (h, st.map(explode).probe()))(
+                    *s.new_unordered_input("late")
+                )
+            )
+            handle, probe = df.results[0]
+            cap = handle.capability
+            later = cap.delayed(3)
+            cap.send([-1])
+            with pytest.raises(ValueError, match="bad record"):
+                await probe.wait(0)
+            for call in (
+                lambda: later.send([1]),
+                lambda: later.delayed(4),
+                lambda: later.downgrade(4),
+                later.drop,
+                lambda: handle.capability,
+            ):
+                with pytest.raises(naiad.DataflowStopped) as info:
+                    call()
+                assert str(info.value) == (
+                    "unordered input 'late': the runtime has stopped after an error: "
+                    "ValueError: bad record"
+                )
