@@ -22,7 +22,7 @@ from naiad.actors.vertex import StatelessVertex, Vertex
 from naiad.dataflow.channels import Exchange, Pipeline
 from naiad.differential import lattice
 from naiad.differential.trace import Batch, Spine, TraceHandle
-from naiad.differential.updates import Updates, route
+from naiad.differential.updates import Updates, route, route_by_record
 from naiad.operators.input import ImportVertex
 from naiad.progress.antichain import TimeQueue
 from naiad.progress.capability import Capability
@@ -391,11 +391,16 @@ class Arranged:
         return reduce_arranged(self, logic, name)
 
     def count(self, name: str = "count") -> Collection:
+        """``(*record, count)`` for every distinct record, read from this arrangement as it
+        is partitioned: by key (a hot key stays on one worker; :meth:`Collection.count`
+        spreads its records over the workers instead)."""
         from naiad.differential import reduce as r
 
         return self.reduce(r.CountLogic(), name).as_collection()
 
     def distinct(self, name: str = "distinct") -> Collection:
+        """Every record with a positive count, once, read from this arrangement as it is
+        partitioned: by key (as :meth:`count`)."""
         from naiad.differential import reduce as r
 
         return self.reduce(r.ThresholdLogic(None), name).as_collection()
@@ -423,15 +428,35 @@ def _arranged(c: Arranged | Collection, scope: Any, name: str) -> Arranged:
     return _into(c, scope, name) if isinstance(c, Arranged) else c.arrange_by_key()
 
 
-def arrange(collection: Collection, name: str = "arrange", whole: bool = False) -> Arranged:
-    """``collection`` arranged by its first column (``whole``: records are whole keys)."""
+def arrange(
+    collection: Collection, name: str = "arrange", whole: bool = False, by_record: bool = False
+) -> Arranged:
+    """``collection`` arranged by its first column (``whole``: records are whole keys).
+
+    ``by_record``: records are routed to their workers by whole record
+    (:func:`~naiad.differential.updates.route_by_record`), not by key, and still sorted by key
+    then values on each worker: a hot key spreads over the workers, but only a per-record
+    reader (``count``, ``distinct``, ``threshold``) may read the result (``Spine.by_record``).
+    """
     scope = collection.stream.scope
     spine = Spine(scope.depth, lattice.scope_lex(scope), name, scope.index)
-    spine.whole = whole
-    node = scope.add_operator(
-        name, ArrangeVertex(spine, whole), [(collection.stream, Exchange(keys=route))]
-    )
+    spine.whole, spine.by_record = whole, by_record
+    routing = Exchange(keys=route_by_record if by_record else route)
+    node = scope.add_operator(name, ArrangeVertex(spine, whole), [(collection.stream, routing)])
     return Arranged(collection.stream.derive(node), spine)
+
+
+def check_keyed(spine: Spine, name: str, reading: str) -> None:
+    """Raises ``ValueError`` naming ``name`` if ``spine`` was routed by whole record
+    (``Spine.by_record``): ``reading`` (a join, an import, a per-key reduce) needs every
+    record of a key on one worker."""
+    if spine.by_record:
+        raise ValueError(
+            f"{name}: {spine.name!r} is spread over the workers by whole records "
+            f"(as count, distinct and threshold of a collection arrange it), so the records "
+            f"of one key may lie on several workers; {reading} needs an arrangement by key "
+            "(arrange_by_key())"
+        )
 
 
 class _ImportVertex(ImportVertex):
@@ -524,6 +549,7 @@ def import_trace(handle: TraceHandle, scope: Any, name: str = "import") -> Arran
             f"{spine.worker}; each worker imports its own worker's handle (the one its "
             "build of the source dataflow returned: source.result(scope.index))"
         )
+    check_keyed(spine, name, "an import into another dataflow")
     reader = TraceHandle(spine, logical=handle.logical)
     node = scope.add_operator(name, _ImportVertex(spine, reader), [])
     return Arranged(scope.stream(node), spine)

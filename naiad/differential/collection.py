@@ -523,17 +523,36 @@ class Collection:
     def _logic(self, logic: Any, name: str) -> Collection:
         return self.arrange_by_key(name + ".arrange").reduce(logic, name).as_collection()
 
+    def _per_record(self, logic: Any, name: str) -> Collection:
+        """``logic`` (a per-record one) over this collection routed by whole records: the
+        records of one key spread over the workers (see :meth:`count`)."""
+        arranged = arrange(self, name + ".arrange", by_record=True)
+        return arranged.reduce(logic, name).as_collection()
+
     def count(self, name: str = "count") -> Collection:
-        """``(*record, count)`` for every distinct record."""
-        return self._logic(reduce_mod.CountLogic(), name)
+        """``(*record, count)`` for every distinct record.
+
+        Records are routed to the workers by their whole record, not by their first field
+        (as in differential dataflow), so a hot first field (a hub node's edges) spreads over
+        every worker; ``count``, ``distinct`` and ``threshold`` of an :class:`Arranged` read
+        it as it is partitioned, by key.
+
+        >>> import naiad
+        >>> naiad.run(lambda s: Collection.from_epochs(s, [[((0, "a"), 2), ((0, "b"), 1)]])
+        ...           .count().changes())
+        [[((0, 'a', 2), 0, 1), ((0, 'b', 1), 0, 1)]]
+        """
+        return self._per_record(reduce_mod.CountLogic(), name)
 
     def distinct(self, name: str = "distinct") -> Collection:
-        """Every record with a positive count, once."""
-        return self._logic(reduce_mod.ThresholdLogic(None), name)
+        """Every record with a positive count, once (routed by whole record, as
+        :meth:`count`)."""
+        return self._per_record(reduce_mod.ThresholdLogic(None), name)
 
     def threshold(self, f: Callable[[np.ndarray], Any], name: str = "threshold") -> Collection:
-        """Every record with multiplicity ``f(count)``; ``f`` maps a numpy array of counts."""
-        return self._logic(reduce_mod.ThresholdLogic(f), name)
+        """Every record with multiplicity ``f(count)``; ``f`` maps a numpy array of counts
+        (routed by whole record, as :meth:`count`)."""
+        return self._per_record(reduce_mod.ThresholdLogic(f), name)
 
     def sum(self, name: str = "sum") -> Collection:
         """``(key, sum of value x multiplicity)`` for ``(key, number)`` records."""

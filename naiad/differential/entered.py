@@ -125,7 +125,7 @@ class EnteredSpine(Spine):
         super().__init__(depth, lex, name, outer.worker)
         # the outer lists themselves: a column switched to codes there is switched here
         self.encoded, self.kinds = outer.encoded, outer.kinds
-        self.whole = outer.whole
+        self.whole, self.by_record = outer.whole, outer.by_record
         # whether some update may enter a Lex loop at a counter above 0 (see _outer_rows)
         self.lex_counters = any(
             c is not None and self.lex[outer.depth + j] for j, c in enumerate(levels)

@@ -19,6 +19,7 @@ import numpy as np
 from naiad.actors.vertex import Vertex
 from naiad.dataflow.channels import Pipeline
 from naiad.differential import lattice
+from naiad.differential.arrange import check_keyed
 from naiad.differential.collection import iterable_result
 from naiad.differential.trace import (
     SMALL_KEYS,
@@ -224,6 +225,8 @@ def join_arranged(
 
     if left.scope is not right.scope:
         raise scope_error(left.scope, right.scope, name)
+    for side in (left, right):
+        check_keyed(side.spine, name, "a join")
     handles = (left.handle(), right.handle())
     for h in handles:
         h.set_physical_compaction(-1)  # nothing read yet: the spines keep new batches apart

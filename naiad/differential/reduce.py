@@ -43,7 +43,7 @@ import numpy as np
 from naiad.actors.vertex import Vertex
 from naiad.dataflow.channels import Pipeline
 from naiad.differential import lattice
-from naiad.differential.arrange import Arranged, HeldTimes
+from naiad.differential.arrange import Arranged, HeldTimes, check_keyed
 from naiad.differential.trace import Batch, Spine, TraceHandle
 from naiad.differential.updates import (
     EXACT_INTS,
@@ -681,7 +681,10 @@ def reduce_arranged(arranged: Arranged, logic: Logic | Callable[..., Any], name:
     if not isinstance(logic, Logic):
         logic = GenericLogic(logic)
     source = arranged.spine
+    if not logic.per_record:
+        check_keyed(source, name, "a reduce per key")
     output = Spine(source.depth, source.lex, name, source.worker)
+    output.by_record = source.by_record  # found on the workers of their input records
     handle = arranged.handle()
     own = TraceHandle(output)
     vertex = ReduceVertex(source, handle, output, own, logic)

@@ -283,6 +283,10 @@ class Spine:
     """The batches of one arrangement on one worker, merged geometrically.
 
     ``whole``: its records are keys in full (``arrange_by_self``), not keyed by first field.
+    ``by_record``: its records were routed to their workers by whole record, not by key
+    (``count``, ``distinct`` and ``threshold`` of a collection): a key's records may lie on
+    several workers, so only per-record readers may read it, never a join, an import or a
+    per-key reduce (they refuse it by name).
 
     ``encoded[i]`` says whether column ``i`` (0 the key, then the values) holds interned codes;
     ``worker`` is the index of the worker that maintains it (``None`` outside a dataflow).
@@ -300,6 +304,7 @@ class Spine:
     """
 
     whole = False
+    by_record = False
 
     def __init__(
         self, depth: int, lex: Sequence[bool] = (), name: str = "", worker: int | None = None

@@ -128,6 +128,23 @@ def mismatched(scope: naiad.Scope) -> list[tuple[Any, Any]]:
 BIG = 2**60 + 1  # an int64 a float64 would round
 
 
+def hot_key_epochs() -> list[list[tuple[Any, int]]]:
+    """300 records of one first field, then equal values as floats and strings, retractions."""
+    return [
+        [((0, v), 1) for v in range(300)],
+        [((0, float(v)), 1) for v in range(0, 300, 3)] + [((0, f"s{v}"), 2) for v in range(50)],
+        [((0, v), -1) for v in range(0, 300, 2)] + [((0, "s1"), -2), ((1, 0.5), 1)],
+    ]
+
+
+def hot_key_counts(scope: naiad.Scope) -> tuple[list[Any], list[Any]]:
+    """count and distinct of a hot first field (spread over the workers by whole record)."""
+    from naiad.differential import Collection
+
+    hot = Collection.from_epochs(scope, hot_key_epochs())
+    return hot.count().changes(), hot.distinct().changes()
+
+
 def mixed_values(scope: naiad.Scope) -> tuple[list[Any], list[Any], list[Any]]:
     """Differential joins whose keys are equal numbers of different types (and integers
     beyond 64 bits), tuple keys, and a sum over floats: every process must route equal keys

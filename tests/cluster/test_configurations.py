@@ -80,6 +80,34 @@ def test_distinct_count(transport: str, processes: int, workers: int) -> None:
     assert counts == Counter((t, p) for t, ws in enumerate(epochs) for p in Counter(ws).items())
 
 
+@pytest.mark.parametrize(("transport", "processes", "workers"), CONFIGS)
+def test_a_hot_key_is_counted_on_every_worker(transport: str, processes: int, workers: int) -> None:
+    results = run_everywhere("tests.cluster.builds:hot_key_counts", workers, processes, transport)
+    counts: Counter[Any] = Counter()
+    distinct: Counter[Any] = Counter()
+    for c, d in results:
+        counts.update({(r, t): diff for r, t, diff in c})
+        distinct.update({(r, t): diff for r, t, diff in d})
+    state: Counter[Any] = Counter()
+    want_counts: Counter[Any] = Counter()
+    want_distinct: Counter[Any] = Counter()
+    for t, changes in enumerate(builds.hot_key_epochs()):
+        before = +state
+        for record, diff in changes:
+            state[record] += diff
+        for record in set(before) | set(+state):
+            old, new = before[record], state[record]
+            if old != new:
+                want_counts[((*record, old), t)] -= 1 if old else 0
+                want_counts[((*record, new), t)] += 1 if new else 0
+            if (old > 0) != (new > 0):
+                want_distinct[(record, t)] += 1 if new > 0 else -1
+    assert +counts == +want_counts and -counts == -want_counts
+    assert +distinct == +want_distinct and -distinct == -want_distinct
+    # the records of first field 0 spread over every worker, in every process
+    assert all(len(c) > 20 for c, _ in results), [len(c) for c, _ in results]
+
+
 def test_processes_that_build_different_dataflows_are_refused() -> None:
     with pytest.raises(RuntimeError, match=r"built a different dataflow"):
         run_everywhere("tests.cluster.builds:mismatched", 1, 2, "tcp")

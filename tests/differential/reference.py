@@ -19,6 +19,7 @@ from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from typing import Any
 
 import hypothesis.strategies as st
+import numpy as np
 
 import naiad
 from naiad.differential import reduce as reduce_module
@@ -170,6 +171,16 @@ def threshold(a: Counter, f: Callable[[int], int]) -> Counter:
     return clean(Counter({r: f(c) for r, c in a.items() if c}))
 
 
+def capped(counts: np.ndarray) -> np.ndarray:
+    """A ``threshold`` function: multiplicities capped at 2."""
+    return np.minimum(counts, 2)
+
+
+def capped_threshold(a: Counter) -> Counter:
+    """``threshold(capped)`` from scratch."""
+    return threshold(a, lambda c: min(c, 2))
+
+
 def sum_(a: Counter) -> Counter:
     return Counter({(k, sum(v * c for v, c in vs)): 1 for k, vs in by_key(a).items()})
 
@@ -203,6 +214,16 @@ def reach(roots: Counter, edges: Counter) -> Counter:
                 seen.add(m)
                 frontier.append(m)
     return Counter({n: 1 for n in seen})
+
+
+def closure(edges: Counter) -> Counter:
+    """Every ``(src, dst)`` joined by a path of edges."""
+    pairs = edge_set(edges)
+    while True:
+        more = pairs | {(a, d) for a, b in pairs for c, d in pairs if b == c}
+        if more == pairs:
+            return Counter(dict.fromkeys(pairs, 1))
+        pairs = more
 
 
 def components(edges: Counter) -> Counter:
