@@ -40,7 +40,7 @@ from naiad.differential.updates import (
     merge_updates,
     records_of,
     reject_nan,
-    route_records,
+    route_by_record,
     time_matrix,
     updates_from_rows,
 )
@@ -422,7 +422,7 @@ class Collection:
         node = self.stream.scope.add_operator(
             name,
             _Consolidate(lattice.scope_lex(self.scope)),
-            [(self.stream, Exchange(keys=route_records))],
+            [(self.stream, Exchange(keys=route_by_record))],
         )
         return Collection(self.stream.derive(node))
 
