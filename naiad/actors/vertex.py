@@ -113,6 +113,11 @@ class Vertex:
     def restore(self, state: Any) -> None:
         """Reinstates a state returned by :meth:`checkpoint`."""
 
+    def build_failed(self) -> None:
+        """The build of this vertex's dataflow raised (on this worker or another one), so it
+        never runs: undo what the constructor registered outside the dataflow (a stream on
+        a shared probe handle, a reader's hold on an imported trace)."""
+
     # --- services --------------------------------------------------------------------------
     def send(self, at: Capability | Any, batch: Any, port: int = 0) -> None:
         """Sends ``batch`` on output ``port`` at a capability's time, or at a time allowed by

@@ -482,6 +482,9 @@ class _ImportVertex(ImportVertex):
         self.spine.stop_listeners.append(self._source_stopped)
         self._drain()
 
+    def build_failed(self) -> None:
+        self.handle.close()  # it would hold the source's trace uncompacted for ever
+
     def _source_stopped(self, failure: BaseException) -> None:
         """The source dataflow stopped before completing: its upper frontier will never
         move, so this dataflow could never complete either; it fails (in its own worker,

@@ -172,6 +172,10 @@ class JoinVertex(Vertex):
     def checkpoint(self) -> Any:
         return [h.acknowledged for h in self.handles]
 
+    def build_failed(self) -> None:
+        for handle in self.handles:  # a side may be another dataflow's (imported) trace
+            handle.close()
+
 
 class PairFunction:
     """The user's function of ``join_map`` (``many``: ``join_core``), applied to the matched

@@ -675,6 +675,10 @@ class ReduceVertex(Vertex):
     def checkpoint(self) -> Any:
         return self.pending
 
+    def build_failed(self) -> None:
+        self.handle.close()  # the source may be another dataflow's (imported) trace
+        self.own.close()
+
 
 def reduce_arranged(arranged: Arranged, logic: Logic | Callable[..., Any], name: str) -> Arranged:
     """``arranged`` reduced per key by ``logic``; the result is an arrangement (by key)."""

@@ -40,6 +40,13 @@ class ProbeVertex(Vertex):
             self._source = None  # nothing of this dataflow stays reachable from the handle
         self.handle._check_waiters()
 
+    def build_failed(self) -> None:
+        # the dataflow never runs: a shard-less source would break every read of a handle
+        # shared with other dataflows
+        if self._source is not None:
+            self.handle._sources.remove(self._source)
+            self._source = None
+
 
 class ProbeHandle:
     """A frontier seen from outside the dataflow, and waits on it.

@@ -525,17 +525,27 @@ class Runtime:
         per_process: list[list[DataflowBuild]] = []
         results: list[Any] = []
         indices: list[int] = []
-        for process in self.processes:
-            builds = []
-            for worker in process.workers:
-                spec = DataflowBuild(ident, name, worker.index, self.peers)
-                results.append(build(Scope(spec, name=name)))
-                indices.append(worker.index)
-                spec.check_complete()
-                builds.append(spec)
-            per_process.append(builds)
-        _check_same([b for builds in per_process for b in builds])
-        reachability = per_process[0][0].graph().build()
+        made: list[DataflowBuild] = []  # every worker's build so far, the one that raised too
+        try:
+            for process in self.processes:
+                builds = []
+                for worker in process.workers:
+                    spec = DataflowBuild(ident, name, worker.index, self.peers)
+                    made.append(spec)
+                    results.append(build(Scope(spec, name=name)))
+                    indices.append(worker.index)
+                    spec.check_complete()
+                    builds.append(spec)
+                per_process.append(builds)
+            _check_same([b for builds in per_process for b in builds])
+            reachability = per_process[0][0].graph().build()
+        except BaseException:
+            # no vertex of this dataflow will run: what they registered outside it (a shared
+            # probe handle's stream, readers of an imported trace) must not stay behind
+            for spec in made:
+                for op in spec.operators:
+                    op.logic.build_failed()
+            raise
         self._next_id += 1
         instances = []
         for process, builds in zip(self.processes, per_process, strict=True):
