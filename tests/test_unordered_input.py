@@ -184,6 +184,30 @@ async def test_misuse_is_named_at_the_call_and_loses_nothing() -> None:
     assert out == [(3, "kept"), (5, "late")]
 
 
+async def test_a_batch_another_process_refuses_leaves_no_time_held() -> None:
+    """A send at a later time holds that time only for the send: when another process
+    refuses the batch (a set cannot cross), nothing stays held there and the input still
+    completes."""
+    async with naiad.Runtime(workers=1, processes=2) as rt:
+
+        def build(s: naiad.Scope) -> Any:
+            handle, stream = s.new_unordered_input("clicks")
+            return handle, stream.exchange(lambda x: 1 if isinstance(x, set) else 0).collect()
+
+        df = rt.dataflow(build)
+        (first, out), (second, _) = df.results
+        cap = first.capability
+        for time in (5, 0):  # a time the send delays to, and the capability's own
+            with pytest.raises(TypeError, match=r"cannot send a builtins\.set between processes"):
+                cap.send([1, {"unsendable"}], time=time)
+        cap.send([2], time=3)
+        first.close()
+        second.close()
+        # before the fix: TimeoutError naming a capability at time 5 of 'clicks'
+        await df.finished(timeout=10)
+    assert out == [(3, 2)]
+
+
 async def test_the_capability_exists_once_the_dataflow_runs() -> None:
     async with naiad.Runtime() as rt:
 

@@ -116,8 +116,10 @@ class InputCapability:
             self._handle._vertex.shard.outputs[0].send(cap, batch)
         else:  # held only for this send: the message's own count keeps the time open
             at = cap.delayed(time)
-            self._handle._vertex.shard.outputs[0].send(at, batch)
-            at._release()
+            try:
+                self._handle._vertex.shard.outputs[0].send(at, batch)
+            finally:  # a batch another process refuses (a set) must not leave it held
+                at._release()
         self._handle._flush()
 
     def __enter__(self) -> InputCapability:
