@@ -187,16 +187,20 @@ class EnteredSpine(Spine):
 
         Not in a Lex loop that updates enter at counters above 0: there ``(t, c)`` is before
         ``(s, i)`` when ``t < s`` whatever ``c``, but only if ``c <= i`` when ``t == s``, so an
-        outer time advanced up to ``s`` would move its update after ``(s, 0)``. Integer epochs
-        advance only to the epoch before the frontier's (every time read later is after it);
-        deeper outer times (an arrangement of a loop) are not compacted by such a reader."""
+        outer time advanced up to ``s`` would move its update after ``(s, 0)``. Such a reader
+        lets outer times advance only to ``g = (e - 1, 0, ..., 0)``, ``e`` the least epoch of
+        its frontier: every outer time ``s`` read later has an epoch of at least ``e``, so
+        ``g < s``, and ``join(t, g)`` is either ``t`` itself (``t``'s epoch at least ``e - 1``)
+        or has epoch ``e - 1`` (is no ``s``); both ``t <= s`` and ``t == s`` are kept, in any
+        nesting of Product and Lex loops. (Not compacting such an arrangement of a loop at all
+        kept every epoch's updates for ever.)"""
         if rows is None:
             return None
         outer = lattice.minimal_rows(rows[:, : self.outer.depth + 1].copy(), self.outer.lex)
         if self.lex_counters and len(outer):
-            if self.outer.depth == 0:  # one row: epochs are totally ordered
-                return np.maximum(outer - 1, 0)
-            return np.zeros((1, self.outer.depth + 1), dtype=np.int64)
+            before = np.zeros((1, self.outer.depth + 1), dtype=np.int64)
+            before[0, 0] = max(int(outer[:, 0].min()) - 1, 0)
+            return before
         return outer
 
     def total(self) -> int:
