@@ -624,8 +624,9 @@ class Collection:
         view.wait(time)``, then ``view.at(time)``). With ``gather`` every worker's records
         are sent to worker 0's view (otherwise each worker's view holds its share).
 
-        The view merges the updates it holds as they arrive and compacts them to its
-        compaction frontier (``view.since``), answering only at times in advance of it. With
+        The view compacts the updates it holds to its compaction frontier (``view.since``),
+        answering only at times in advance of it (until a frontier is set, nothing can be
+        compacted, and it only appends what arrives). With
         ``history`` (the default) every completed time stays readable until
         ``view.set_logical_compaction(frontier)`` gives earlier times up; with
         ``history=False`` the frontier follows the view's input, keeping the latest complete

@@ -227,8 +227,8 @@ class View:
             self._merge_last(2)
 
     def _merge_last(self, count: int) -> None:
-        since = None if self._since is self._least else self._since  # nothing to advance
-        merged = merge_updates(self.runs[-count:], since, self.lex)
+        # only reached with a compaction frontier set (_insert appends until then)
+        merged = merge_updates(self.runs[-count:], self._since, self.lex)
         self.runs[-count:] = [merged] if len(merged) else []
 
     def _merge_all(self) -> None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from naiad.actors.vertex import Vertex
 from naiad.dataflow.channels import Pipeline
+from naiad.operators.aggregate import checked_functions
 from naiad.progress.antichain import le
 from naiad.progress.capability import Capability
 from naiad.progress.timestamp import as_time_like, same_shape
@@ -80,9 +81,7 @@ class DelayVertex(Vertex):
 
 
 def _build(stream: Stream, f: Any, per_record: bool, name: str) -> Stream:
-    if not callable(f):
-        kind = "delay" if per_record else "delay_batch"
-        raise TypeError(f"{kind} {name!r}: f must be a function, not {f!r}")
+    checked_functions("delay" if per_record else "delay_batch", name, f=f)
     node = stream.scope.add_operator(name, DelayVertex(f, per_record), [(stream, Pipeline())])
     return stream.derive(node)
 

@@ -36,16 +36,21 @@ class ProbeVertex(Vertex):
 
     def on_frontier(self) -> None:
         if self._source is not None and self._source().is_empty():
-            self.handle._sources.remove(self._source)
-            self._source = None  # nothing of this dataflow stays reachable from the handle
+            self._withdraw()
         self.handle._check_waiters()
 
     def build_failed(self) -> None:
         # the dataflow never runs: a shard-less source would break every read of a handle
         # shared with other dataflows
         if self._source is not None:
-            self.handle._sources.remove(self._source)
-            self._source = None
+            self._withdraw()
+
+    def _withdraw(self) -> None:
+        """Removes this vertex's source from the handle: nothing of this dataflow stays
+        reachable from it."""
+        assert self._source is not None
+        self.handle._sources.remove(self._source)
+        self._source = None
 
 
 class ProbeHandle:
