@@ -10,11 +10,18 @@ would pay an event-loop wake-up every time one waits for another. One :class:`Wo
 task steps them in turn instead (each keeps its own queues, progress batches and index), and
 yields to the event loop every few rounds so that transports and the user's coroutines share
 the loop even while a cycle in the dataflow keeps the workers busy.
+
+Safe points: between two rounds no activation is under way on any worker of the event loop
+(callbacks are synchronous, and every worker group of this thread is between activations
+too), so work that must not overlap one, such as the interner's collection of codes nobody
+holds (:meth:`naiad.differential.updates.Interner.collect`), runs from there
+(:func:`on_safe_points`). A group running in another thread makes no moment safe.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -32,6 +39,29 @@ ACTIVATIONS_PER_ROUND = 64
 YIELD_INTERVAL_S = 0.001
 
 Submit = Callable[[int, list[tuple[Any, int]]], None]
+
+_SAFE_POINT_HOOKS: list[Callable[[], None]] = []
+_RUNNING: dict[WorkerGroup, int] = {}  # running worker group -> the thread that runs it
+
+
+def on_safe_points(hook: Callable[[], None]) -> None:
+    """Calls ``hook()`` after every round of every worker group, a safe point (see the
+    module's documentation): it must be cheap when it has nothing to do."""
+    _SAFE_POINT_HOOKS.append(hook)
+
+
+def at_safe_point() -> bool:
+    """Whether no activation is under way in this process: every running worker group is
+    on this thread and none of their workers is inside a callback.
+
+    >>> at_safe_point()
+    True
+    """
+    me = threading.get_ident()
+    for group, thread in list(_RUNNING.items()):
+        if thread != me or any(w.stack_depth for w in group.workers):
+            return False
+    return True
 
 
 class Worker:
@@ -121,9 +151,17 @@ class WorkerGroup:
             self._wakeup.set()
 
     async def run(self) -> None:
+        _RUNNING[self] = threading.get_ident()
+        try:
+            await self._run()
+        finally:
+            del _RUNNING[self]
+
+    async def _run(self) -> None:
         workers = self.workers
         wakeup = self._wakeup
         clock = time.perf_counter
+        hooks = _SAFE_POINT_HOOKS
         while not self._stopped:
             deadline = clock() + YIELD_INTERVAL_S
             busy = True
@@ -134,6 +172,8 @@ class WorkerGroup:
                         worker.step(ACTIVATIONS_PER_ROUND, deadline)
                         busy = True
                 self.after_round()
+                for hook in hooks:
+                    hook()
                 if self._stopped:
                     return
             if busy:

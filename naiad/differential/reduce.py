@@ -406,6 +406,19 @@ class ReduceVertex(Vertex):
         self.held = HeldTimes(source.lex, source.depth)
         # per group column, whether the pending groups hold interned codes (None: unknown)
         self.group_encoded: list[bool | None] = [None]
+        INTERNER.hold(self)  # the pending groups' codes outlive the callbacks
+
+    def interned_columns(self) -> list[np.ndarray]:
+        """The pending groups' columns that may hold codes (see :meth:`Interner.hold`):
+        those interned, and integer ones whose representation is not known yet."""
+        encoded = self.group_encoded
+        return [
+            col
+            for parts in self.pending.values()
+            for groups in parts
+            for col, e in zip(groups, encoded, strict=False)
+            if e or (e is None and col.dtype.kind == "i")
+        ]
 
     def dataflow_stopped(self, failure: BaseException) -> None:
         self.output.stop(failure)  # imports of this reduction must not wait for more

@@ -64,6 +64,7 @@ class Batch:
     """Immutable updates sorted by (key, values, time), with their description."""
 
     __slots__ = (
+        "__weakref__",
         "_distinct",
         "_lookups",
         "diffs",
@@ -98,6 +99,15 @@ class Batch:
         self.encoded: tuple[bool, ...] = ()
         self._distinct: tuple[np.ndarray, np.ndarray] | None = None  # see key_ranges
         self._lookups = 0
+        INTERNER.hold(self)
+
+    def interned_columns(self) -> list[np.ndarray]:
+        """The columns of codes this batch holds, for the interner's collection; every
+        integer column while its encoding is not set yet (a batch on its way into a spine)."""
+        cols = (self.keys, *self.vals)
+        if not self.encoded:
+            return [c for c in cols if c.dtype.kind == "i"]
+        return [c for i, c in enumerate(cols) if self.is_encoded(i)]
 
     def is_encoded(self, i: int) -> bool:
         """Whether column ``i`` (0 the key) holds interned codes in this batch."""
@@ -689,6 +699,12 @@ class Cursor:
         self._decoded_keys = self._decode(0, self._keys)
         self._starts = group_starts(self._keys)
         self._pos = 0
+        INTERNER.hold(self)  # a cursor may be read long after its batches merged away
+
+    def interned_columns(self) -> list[np.ndarray]:
+        """The columns of codes this cursor holds (see :meth:`Interner.hold`)."""
+        cols = (self._keys, *self._vals)
+        return [c for c, e in zip(cols, self._encoded, strict=False) if e]
 
     def __iter__(self) -> Iterator[None]:
         """Steps through the keys (the cursor is positioned on each in turn)."""

@@ -18,12 +18,14 @@ after which the sort is numeric too.
 from __future__ import annotations
 
 import numbers
+import weakref
 import zlib
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
+from naiad.actors.worker import at_safe_point, on_safe_points
 from naiad.differential.lattice import advance_by, frontier_rows, time_of
 from naiad.transport.codec import object_column, register_columnar
 
@@ -132,6 +134,19 @@ _PLAIN = (int, float)
 _FORM = {bool: -1, int: 0, float: 1}  # decoded forms of equal numbers, preferred first
 
 
+class CodeHolder(Protocol):
+    """An object that keeps interned codes for later: an arrangement's batch, a cursor, a
+    reduce's pending groups. It registers with :meth:`Interner.hold` and lists its code
+    columns when the interner collects."""
+
+    def interned_columns(self) -> Iterable[np.ndarray]:
+        """The int64 columns of codes this object holds now."""
+        ...
+
+
+_FREED = object()  # the value of a code nobody holds, until a new value takes it
+
+
 class Interner:
     """Dictionary encoding of Python values as int64 codes, shared by a whole process.
 
@@ -139,26 +154,70 @@ class Interner:
     numeric; equal values get equal codes everywhere in the process, and decode to the form
     first seen, except that an int replaces an equal float (2 for 2.0), and a float an equal
     number of another type (0.5 for Fraction(1, 2)). The price: one dict
-    lookup per value on the way in, one list index per value on the way out, and the table
-    keeps every distinct value ever seen (documented cost of arbitrary Python values).
+    lookup per value on the way in, one list index per value on the way out.
+
+    Reclamation. A code means its value only while some *holder* keeps it: every object
+    that stores codes beyond one operator callback registers with :meth:`hold` (the batches
+    of arrangements, wherever they are: in a spine, in a mailbox, in an import's queue;
+    cursors; a reduce's pending groups) and lists them on demand. :meth:`collect` marks the
+    codes the live holders list and frees the others, whose values the table forgets and
+    whose codes new values take again. Codes carry no order and no meaning of their own, so a
+    freed code given to another value changes nothing for the holders, which never had it.
+    Temporaries of a callback are no holders: a collection runs only at a safe point, between
+    the activations of the workers (:func:`~naiad.actors.worker.on_safe_points`), once the
+    table has grown to twice the values alive at the last collection (and by at least
+    ``min_growth``), so its cost (a pass over the codes held) is amortized over the values
+    interned since. The table then holds the values alive and at most as many more: under a
+    churn of new strings (session ids, URLs) with a bounded live collection, it stays bounded.
+    Limits: a holder keeps its codes until it is freed (one in a reference cycle, until
+    Python's cyclic collector runs); a column of codes kept apart from its holder (taken out
+    of a batch) is not protected; while a runtime runs in another thread nothing is collected
+    (no moment is known safe there); and a freed value seen again decodes to the form it is
+    seen in then.
 
     >>> codes = INTERNER.encode(np.array(["x", "y", "x"], dtype=object))
     >>> bool(codes[0] == codes[2]), INTERNER.decode(codes).tolist()
     (True, ['x', 'y', 'x'])
     """
 
-    def __init__(self) -> None:
+    def __init__(self, min_growth: int = 1024) -> None:
         self.codes: dict[Any, int] = {}
         self.values: list[Any] = []
+        self.min_growth = min_growth
+        """Values interned since the last collection before the next one is due."""
+        self.collections = 0
+        """Collections so far (each :meth:`collect`)."""
+        self._free: list[int] = []
+        self._holders: list[weakref.ref[CodeHolder]] = []
+        self._prune_at = 1024  # registrations before dead ones are dropped from the list
+        self._collect_at = min_growth
+
+    def __len__(self) -> int:
+        """The number of values the table holds (each with its code)."""
+        return len(self.codes)
+
+    def hold(self, holder: CodeHolder) -> None:
+        """Registers ``holder`` (weakly): while it lives, :meth:`collect` keeps the codes of
+        its :meth:`~CodeHolder.interned_columns`. A weak reference per holder; dead ones are
+        dropped once they outnumber the live ones."""
+        holders = self._holders
+        holders.append(weakref.ref(holder))
+        if len(holders) >= self._prune_at:
+            holders[:] = [r for r in holders if r() is not None]
+            self._prune_at = max(2 * len(holders), 1024)
 
     def encode(self, column: np.ndarray) -> np.ndarray:
-        codes, values = self.codes, self.values
+        codes, values, free = self.codes, self.values, self._free
 
         def code(v: Any) -> int:
             c = codes.get(v)
             if c is None:
-                c = codes[v] = len(values)
-                values.append(v)
+                if free:
+                    c = codes[v] = free.pop()
+                    values[c] = v
+                else:
+                    c = codes[v] = len(values)
+                    values.append(v)
             elif v.__class__ in _PLAIN and _FORM[v.__class__] < _FORM.get(values[c].__class__, 2):
                 # equal values share a code and decode to one form: an int before a float
                 # (5.0 standing for 5 would round a sum with an int beyond 2**53), a float
@@ -176,8 +235,71 @@ class Interner:
         values = self.values
         return object_column([values[c] for c in codes.tolist()])
 
+    def collect_soon(self) -> None:
+        """Makes a collection due at the next safe point, whatever the table's growth (from
+        anywhere, an operator's callback included): how tests collect at chosen moments."""
+        self._collect_at = 0
+
+    def collect(self) -> int:
+        """Frees the codes no registered holder keeps; returns how many. Only at a safe
+        point: never from inside an operator's callback, whose local arrays may hold codes
+        (it raises ``RuntimeError`` there, or while a runtime runs in another thread); from
+        a coroutine of the runtime's event loop, or with no runtime running, it is safe.
+
+        >>> class Holder:
+        ...     def interned_columns(self):
+        ...         return [self.codes]
+        >>> interner = Interner()
+        >>> kept = Holder()
+        >>> kept.codes = interner.encode(np.array(["kept", "dropped"], dtype=object))[:1]
+        >>> interner.hold(kept)
+        >>> interner.collect(), len(interner), interner.decode(kept.codes).tolist()
+        (1, 1, ['kept'])
+        """
+        if not at_safe_point():
+            raise RuntimeError(
+                "Interner.collect: not at a safe point (an operator callback is under way, "
+                "or a runtime runs in another thread): arrays of codes it holds are not "
+                "registered holders, so their values could be freed"
+            )
+        values, n = self.values, len(self.values)
+        live = np.zeros(n, dtype=bool)
+        holders = []
+        for ref in self._holders:
+            holder = ref()
+            if holder is not None:
+                holders.append(ref)
+                for col in holder.interned_columns():
+                    if len(col):
+                        # a holder may list a column that might hold codes (unknown yet):
+                        # whatever lies outside the table is no code
+                        col = col[(col >= 0) & (col < n)]
+                        live[col] = True
+        self._holders = holders
+        self._prune_at = max(2 * len(holders), 1024)
+        freed = np.flatnonzero(~live).tolist()
+        codes, free = self.codes, []
+        for c in freed:  # (already free: no value)
+            value = values[c]
+            if value is _FREED:
+                continue
+            if codes.get(value) == c:
+                del codes[value]
+            values[c] = _FREED
+            free.append(c)
+        self._free += free
+        self.collections += 1
+        self._collect_at = max(2 * len(codes), len(codes) + self.min_growth)
+        return len(free)
+
+    def collect_if_due(self) -> None:
+        """:meth:`collect` when it is due and this is a safe point (the workers' hook)."""
+        if len(self.codes) >= self._collect_at and at_safe_point():
+            self.collect()
+
 
 INTERNER = Interner()
+on_safe_points(INTERNER.collect_if_due)
 
 
 def sorted_groups(
