@@ -219,39 +219,6 @@ async def test_a_shared_arrangement_imported_by_another_dataflow() -> None:
     assert max(sizes) <= 400, sizes[::10]  # of some 3,800 strings interned
 
 
-async def test_a_reader_holding_an_old_frontier_keeps_its_values() -> None:
-    """A trace handle left at the start holds every time: collections free none of its
-    codes, and a cursor taken at the end reads every value of the whole history."""
-    async with naiad.Runtime(1) as rt:
-
-        def build(scope: Any) -> Any:
-            session, c = Collection.new_input(scope)
-            arranged = c.arrange_by_key()
-            return session, arranged.trace, arranged.as_collection().view(history=False)
-
-        ((session, handle, probe_view),) = rt.dataflow(build).results
-        for e in range(40):
-            for r in epoch_records(e):
-                session.insert(r)
-            if e >= WINDOW:
-                for r in epoch_records(e - WINDOW):
-                    session.remove(r)
-            session.advance_to(e + 1)
-            await asyncio.wait_for(probe_view.wait(e), 20)
-            INTERNER.collect()  # a coroutine of the runtime's loop: a safe point
-        cursor = handle.cursor()
-        INTERNER.collect()
-        history = {(k, v): ts for _ in cursor for k in [cursor.key()] for v, ts in cursor.values()}
-        expected = {r for e in range(40) for r in epoch_records(e)}
-        assert set(history) == expected
-        assert all(
-            sum(d for _, d in ts) == (1 if int(k[1:].split(".")[0]) >= 37 else 0)
-            for (k, _), ts in history.items()
-        )
-        session.close()
-        handle.close()
-
-
 @settings(max_examples=12, deadline=None)
 @given(
     op=st.sampled_from(sorted(OPS)),
@@ -300,9 +267,17 @@ def test_freed_codes_are_taken_by_new_values() -> None:
     assert interner.collect() == 4 and len(interner) == 0
 
 
-async def test_a_cursor_outlives_the_batches_it_read() -> None:
-    """A cursor taken at epoch 5 reads its values after its batches were compacted away
-    and their codes' values would have been freed (and the codes taken by others)."""
+async def read_trace(compact: bool, cursor_at: int, epochs: int = 40) -> tuple[Any, Any]:
+    """Churns an arrangement with a collection at every epoch (from a coroutine of the
+    runtime's loop: a safe point); its trace handle compacted behind the input (``compact``)
+    or left at the start. The records a cursor taken at ``cursor_at`` reads, with their
+    diffs summed, and those of a cursor taken at the end."""
+
+    def read(cursor: Any) -> dict[Any, int]:
+        return {
+            (cursor.key(), v): sum(d for _, d in ts) for _ in cursor for v, ts in cursor.values()
+        }
+
     async with naiad.Runtime(1) as rt:
 
         def build(scope: Any) -> Any:
@@ -311,8 +286,8 @@ async def test_a_cursor_outlives_the_batches_it_read() -> None:
             return session, arranged.trace, arranged.as_collection().view(history=False)
 
         ((session, handle, view),) = rt.dataflow(build).results
-        cursor = None
-        for e in range(40):
+        early = None
+        for e in range(epochs):
             for r in epoch_records(e):
                 session.insert(r)
             if e >= WINDOW:
@@ -320,14 +295,29 @@ async def test_a_cursor_outlives_the_batches_it_read() -> None:
                     session.remove(r)
             session.advance_to(e + 1)
             await asyncio.wait_for(view.wait(e), 20)
-            if e == 5:
-                cursor = handle.cursor()
-            handle.set_logical_compaction([e + 1])
-            INTERNER.collect()  # a coroutine of the runtime's loop: a safe point
-        assert cursor is not None
-        read = {
-            (cursor.key(), v) for _ in cursor for v, ts in cursor.values() if sum(d for _, d in ts)
-        }
-        assert read == {r for e in range(3, 6) for r in epoch_records(e)}
+            if e == cursor_at:
+                early = handle.cursor()
+            if compact:
+                handle.set_logical_compaction([e + 1])
+            INTERNER.collect()
+        assert early is not None
+        cursor = handle.cursor()
+        INTERNER.collect()
         session.close()
         handle.close()
+        return read(early), read(cursor)
+
+
+async def test_a_reader_holding_an_old_frontier_keeps_its_values() -> None:
+    """A trace handle left at the start holds every time: collections free none of its
+    codes, and a cursor taken at the end reads every value of the whole history."""
+    _, history = await read_trace(compact=False, cursor_at=0)
+    assert set(history) == {r for e in range(40) for r in epoch_records(e)}
+    assert {r for r, n in history.items() if n} == set(live_input(39))
+
+
+async def test_a_cursor_outlives_the_batches_it_read() -> None:
+    """A cursor taken at epoch 5 reads its values after its batches were compacted away
+    and their codes' values would have been freed (and the codes taken by others)."""
+    early, _ = await read_trace(compact=True, cursor_at=5)
+    assert {r for r, n in early.items() if n} == set(live_input(5))
