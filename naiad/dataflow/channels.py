@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -44,9 +44,15 @@ class Broadcast(Pact):
 class Exchange(Pact):
     """Records go to worker ``key(record) % peers``, or ``keys(batch)[i] % peers``.
 
+    A numpy batch is split into numpy arrays of its dtype and record shape (with ``key``
+    too, which is called on each element: a row, a structured record or a numpy scalar).
+
     >>> Exchange(key=lambda x: x).partition([1, 2, 3, 4], 2)
     [(0, [2, 4]), (1, [1, 3])]
     >>> import numpy as np
+    >>> Exchange(key=lambda row: int(row[0])).partition(np.array([[1, 5], [2, 6], [4, 7]]), 2)
+    [(0, array([[2, 6],
+           [4, 7]])), (1, array([[1, 5]]))]
     >>> [(w, a.tolist()) for w, a in Exchange(keys=lambda b: b).partition(np.arange(5), 2)]
     [(0, [0, 2, 4]), (1, [1, 3])]
     """
@@ -68,18 +74,29 @@ class Exchange(Pact):
         if self.keys is None:
             key = self.key
             assert key is not None
+            if isinstance(batch, np.ndarray):
+                # one key per record, but the parts stay arrays of the batch's dtype and
+                # record shape: a list of its elements (numpy scalars, np.void rows, 1-d
+                # rows) would not cross processes as the array's bytes
+                routes: list[int] = []
+                try:
+                    for record in batch:
+                        routes.append(key(record) % peers)
+                except TypeError:
+                    _raise_key_error(key, record)
+                found = np.array(routes)
+                if found.dtype.kind not in "iu" and len(routes):
+                    # a float key indexed no list above, but numpy would truncate it
+                    for record, route in zip(batch, routes, strict=True):
+                        if not isinstance(route, int | np.integer):
+                            _raise_key_error(key, record)
+                return split_by_routes(batch, found.astype(np.int64, copy=False), peers)
             parts: list[list[Any]] = [[] for _ in range(peers)]
             try:
                 for record in batch:
                     parts[key(record) % peers].append(record)
             except TypeError:
-                k = key(record)
-                if isinstance(k, int | np.integer):
-                    raise
-                raise TypeError(
-                    f"exchange: key(record) must return an integer, not {k!r} (for {record!r}); "
-                    f"hash other values with naiad.differential.updates.stable_hash"
-                ) from None
+                _raise_key_error(key, record)
             return [(w, part) for w, part in enumerate(parts) if part]
         keys = routes_array(self.keys(batch), batch, "exchange: keys(batch)")
         workers: np.ndarray
@@ -90,6 +107,18 @@ class Exchange(Pact):
         else:
             workers = keys % peers
         return split_by_routes(batch, workers, peers)
+
+
+def _raise_key_error(key: Callable[[Any], int], record: Any) -> NoReturn:
+    """Re-raises the ``TypeError`` being handled, or, when ``key(record)`` is not an integer,
+    one that says so."""
+    k = key(record)
+    if isinstance(k, int | np.integer):
+        raise
+    raise TypeError(
+        f"exchange: key(record) must return an integer, not {k!r} (for {record!r}); "
+        f"hash other values with naiad.differential.updates.stable_hash"
+    ) from None
 
 
 def routes_array(routes: Any, batch: Any, what: str) -> np.ndarray:

@@ -50,3 +50,19 @@ def in_regions(scope: naiad.Scope) -> list[tuple[Any, Any]]:
             down = body.enter(step).map(lambda x: x - 1).filter(lambda x: x >= 0)
         down.leave().connect_loop(handle)
     return body.leave().leave().collect()
+
+
+PAIRS = np.dtype([("a", "i4"), ("b", "f8")])
+
+
+def exchanged_arrays(scope: naiad.Scope) -> list[tuple[Any, str, list[Any]]]:
+    # numpy batches routed by a per-record key: structured records and rows of a 2-d array,
+    # as (time, dtype, records) of the batches each worker received
+    pairs = [np.array([(r, r / 2) for r in e], dtype=PAIRS) for e in EPOCHS]
+    rows = [np.array([[r, -r] for r in e], dtype=np.int64).reshape(-1, 2) for e in EPOCHS]
+    seen: list[tuple[Any, str, list[Any]]] = []
+    for batches, key in ((pairs, lambda r: r["a"]), (rows, lambda r: r[0])):
+        scope.from_epochs(batches).exchange(key).inspect_batch(
+            lambda t, b: seen.append((t, str(b.dtype), b.tolist()))
+        ).probe()
+    return seen
