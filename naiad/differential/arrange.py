@@ -281,7 +281,8 @@ class Arranged:
         """``(key, *values, *other values)`` for every pair of records with equal keys.
         Inside a loop one side may be an arrangement of an enclosing scope: it enters the
         other side's loop (:meth:`enter`), whichever side it is, and the output keeps this
-        side's fields first; a collection must be in the loop.
+        side's fields first; a collection ``other`` must be in the loop (this arrangement's
+        scope or one inside it: see :meth:`Collection.join`).
 
         >>> import naiad
         >>> from naiad.differential import Collection
@@ -349,16 +350,14 @@ class Arranged:
 
     def semijoin(self, other: Arranged | Collection, name: str = "semijoin") -> Collection:
         """The records whose key is in ``other`` (a collection is arranged by whole records;
-        of this arrangement and ``other``, one of an enclosing scope enters the other's
-        loop, as for :meth:`join`)."""
+        of this arrangement and an arrangement ``other``, one of an enclosing scope enters the
+        other's loop; a collection ``other`` must be in this one's scope or in a loop inside
+        it, as for :meth:`join`)."""
         from naiad.differential.join import join_arranged
 
         left = self._toward(other, name)
-        if isinstance(other, Arranged):
-            other = _into(other, left.scope, name)
-        else:
-            other = other.arrange_by_self(name + ".keys")
-        return join_arranged(left, other, name, right_values=False)
+        keys = _arranged(other, left.scope, name, keys=True)
+        return join_arranged(left, keys, name, right_values=False)
 
     def antijoin(self, other: Arranged | Collection, name: str = "antijoin") -> Collection:
         """The records whose key is not in ``other`` (a set; as for :meth:`semijoin`, and
@@ -422,10 +421,18 @@ def encloses(outer: Any, inner: Any) -> bool:
     return inner is outer
 
 
-def _arranged(c: Arranged | Collection, scope: Any, name: str) -> Arranged:
-    """The other side of a join in ``scope``: an arrangement (entered when it is of an
-    enclosing scope, :func:`_into`), or a collection arranged by key."""
-    return _into(c, scope, name) if isinstance(c, Arranged) else c.arrange_by_key()
+def _arranged(c: Arranged | Collection, scope: Any, name: str, keys: bool = False) -> Arranged:
+    """The other side of a join whose left side is in ``scope``: an arrangement (entered when
+    it is of an enclosing scope, :func:`_into`), or a collection of ``scope`` arranged by key
+    (by whole records for ``keys``, a semijoin's). A collection of another scope is refused:
+    only an arrangement enters a loop by itself (see :meth:`Collection.join`)."""
+    if isinstance(c, Arranged):
+        return _into(c, scope, name)
+    if c.scope is not scope:
+        from naiad.differential.join import scope_error
+
+        raise scope_error(scope, c.scope, name)
+    return c.arrange_by_self(name + ".keys") if keys else c.arrange_by_key()
 
 
 def arrange(

@@ -450,9 +450,27 @@ class Collection:
 
     def join(self, other: Collection | Arranged, name: str = "join") -> Collection:
         """``(key, *values, *other values)`` for every pair of records with equal keys.
-        Inside a loop, ``other`` may be an arrangement of an enclosing scope (it enters the
-        loop); this collection and a collection ``other`` must be in the same scope."""
-        self._not_outer(other, name)
+
+        Scopes, for every join-like method (``join``, ``join_map``, ``join_core``,
+        ``semijoin``, ``antijoin``, here and on :class:`Arranged`): inside a loop, an
+        arrangement of an enclosing scope on either side enters the loop by itself and is
+        read there without a second index; a collection never does, on either side (as in
+        differential dataflow, where ``enter`` is explicit): ``.enter(loop)`` it, which
+        re-times every update, or arrange it outside (``arrange_by_key()``, or
+        ``arrange_by_self()`` for keys) and pass the arrangement. Anything else in another
+        scope is refused when the dataflow is built, with both scopes named.
+
+        >>> import naiad
+        >>> def build(scope):
+        ...     edges = Collection.from_epochs(scope, [[((1, 2), 1), ((2, 3), 1)]])
+        ...     roots = Collection.from_epochs(scope, [[(1, 1)]])
+        ...     index = edges.arrange_by_key()          # edges.join(...) in the loop is refused
+        ...     step = lambda r: r.join(index).map(lambda t: t[1]).concat(r).distinct()
+        ...     return roots.iterate(step).changes()
+        >>> naiad.run(build)
+        [[(1, 0, 1), (2, 0, 1), (3, 0, 1)]]
+        """
+        self._check_other_scope(other, name)
         return self.arrange_by_key(name + ".arrange").join(other, name)
 
     def join_map(
@@ -475,7 +493,7 @@ class Collection:
         >>> naiad.run(build)
         [[((1, ('x', 2), ()), 0, 1)]]
         """
-        self._not_outer(other, name)
+        self._check_other_scope(other, name)
         return self.arrange_by_key(name + ".arrange").join_map(other, f, name)
 
     def join_core(
@@ -486,14 +504,15 @@ class Collection:
     ) -> Collection:
         """The records of ``f(key, value, other value)`` (an iterable) for every pair of
         records with equal keys (as :meth:`Arranged.join_core`)."""
-        self._not_outer(other, name)
+        self._check_other_scope(other, name)
         return self.arrange_by_key(name + ".arrange").join_core(other, f, name)
 
     def semijoin(self, keys: Collection | Arranged, name: str = "semijoin") -> Collection:
         """The records whose key is in ``keys`` (multiplicities multiply: pass a set); a
         collection of ``keys`` is arranged by whole records (:meth:`arrange_by_self`), so a
-        tuple in it is one composite key."""
-        self._not_outer(keys, name)
+        tuple in it is one composite key. Of another scope, ``keys`` must be an arrangement
+        (see :meth:`join`)."""
+        self._check_other_scope(keys, name)
         if isinstance(keys, Collection):
             keys = keys.arrange_by_self(name + ".keys")
         return self.arrange_by_key(name + ".arrange").semijoin(keys, name)
@@ -502,11 +521,16 @@ class Collection:
         """The records whose key is not in ``keys`` (a set; as for :meth:`semijoin`)."""
         return self.concat(self.semijoin(keys, name).negate(name + ".negate"), name=name)
 
-    def _not_outer(self, other: Collection | Arranged, name: str) -> None:
-        """Refuses a join-like method called on a collection of a scope enclosing ``other``'s:
-        only an arrangement enters a loop by itself (a collection is arranged where it is;
-        entering one, which re-times every update, is the caller's choice)."""
-        if other.scope is not self.scope and encloses(self.scope, other.scope):
+    def _check_other_scope(self, other: Collection | Arranged, name: str) -> None:
+        """Refuses a join-like method between this collection and ``other`` when either is a
+        collection of a scope the other side is not in (an enclosing scope's, on either
+        side): only an arrangement enters a loop by itself. A collection is arranged in its
+        own scope; entering it, which re-times every update, is the caller's choice, as in
+        differential dataflow (an arrangement made outside and entered is read without a
+        second index)."""
+        if other.scope is self.scope:
+            return
+        if isinstance(other, Collection) or encloses(self.scope, other.scope):
             from naiad.differential.join import scope_error
 
             raise scope_error(self.scope, other.scope, name)

@@ -251,6 +251,8 @@ def scope_error(left: Any, right: Any, name: str) -> ValueError:
         )
     return ValueError(
         f"{name}: the left side is in scope {left.path()!r}, the right side in "
-        f"{right.path()!r}; bring a collection or an arrangement into a loop with "
-        ".enter(loop) (an entered arrangement is read there without a second index)"
+        f"{right.path()!r}; a collection enters a loop only with .enter(loop), while an "
+        "arrangement of an enclosing scope (arrange_by_key(), or arrange_by_self() for the "
+        "keys of a semijoin or antijoin) enters by itself and is read there without a "
+        "second index"
     )
