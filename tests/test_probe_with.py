@@ -268,3 +268,70 @@ async def test_a_lex_handle_refuses_product_times() -> None:
         with pytest.raises(TypeError, match=r"a probe's time must have the shape of Lex"):
             probe.less_equal(naiad.Product(2, 0))
         handle.close()
+
+
+def _loop_probe(handle: naiad.ProbeHandle, time_class: Any) -> Any:
+    """A build that probes a loop's stream of ``time_class`` with ``handle``, then fails."""
+
+    def build(s: naiad.Scope) -> None:
+        with s.iterative(time_class=time_class) as loop:
+            s.from_epochs([[1]]).enter(loop).probe_with(handle)
+        raise RuntimeError("the user's build failed after probe_with")
+
+    return build
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+@pytest.mark.parametrize("failed", [naiad.Product, naiad.Lex])
+async def test_a_failed_build_gives_back_the_shape_it_gave_a_shared_handle(
+    config: dict[str, int], failed: type
+) -> None:
+    """A build that probed a loop with a fresh shared handle and then raised left the
+    handle shaped like that loop's times: a later build probing root-scope times, or the
+    other kind of loop, with it was refused ("times 1 loop(s) deep, and ... 0")."""
+    async with naiad.Runtime(**config) as rt:
+        probe = naiad.ProbeHandle()
+        with pytest.raises(RuntimeError, match="failed after probe_with"):
+            rt.dataflow(_loop_probe(probe, failed))
+        assert probe._sources == [] and probe.done()  # nothing of the failed build stays
+
+        other = naiad.Lex if failed is naiad.Product else naiad.Product
+
+        def build(s: naiad.Scope) -> naiad.InputHandle:
+            handle, stream = s.new_input()
+            stream.probe_with(probe)
+            with s.iterative(time_class=other) as loop:
+                # a handle of its own for the other kind of loop: accepted too
+                stream.enter(loop).probe_with(inner)
+            return handle
+
+        inner = naiad.ProbeHandle()
+        with pytest.raises(RuntimeError):
+            rt.dataflow(_loop_probe(inner, failed))
+        df = rt.dataflow(build)
+        for handle in df.results:
+            handle.advance_to(4)
+        await asyncio.wait_for(probe.wait(3), 10)
+        assert list(probe.frontier) == [4]
+        await asyncio.wait_for(inner.wait(other(3, 9)), 10)
+        assert list(inner.frontier) == [other(4, 0)]
+        df.close_inputs()
+        await asyncio.wait_for(probe.wait(), 10)
+
+
+def test_a_stream_the_build_refuses_leaves_nothing_in_the_handle() -> None:
+    """probe_with on a stream of a dataflow already built (add_operator refuses it) left the
+    handle shaped by it and holding a source with no shard behind it."""
+    kept: list[naiad.Stream] = []
+    naiad.run(lambda s: kept.append(s.from_epochs([[1]])))
+    probe = naiad.ProbeHandle()
+    with pytest.raises(BuildError, match="already built"):
+        naiad.run(lambda s: kept[0].probe_with(probe))
+    assert probe._sources == [] and probe.done()
+
+    def build(s: naiad.Scope) -> Any:
+        with s.iterative() as loop:  # another depth than the refused stream's
+            s.from_epochs([[1]]).enter(loop).probe_with(probe)
+
+    naiad.run(build)
+    assert probe.done()

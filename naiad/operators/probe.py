@@ -23,12 +23,27 @@ class ProbeVertex(Vertex):
 
     Once that frontier is empty it stays empty (no capability can come back), and the empty
     frontier adds nothing to a meet: the vertex then withdraws its source from the handle, so
-    a handle shared by dataflows that come and go holds (and meets) only the live ones.
+    a handle shared by dataflows that come and go holds (and meets) only the live ones. A
+    build that fails withdraws it too, and gives back the time shape the vertex gave the
+    handle, so that a later build may probe streams of another shape with it.
     """
 
     def __init__(self, handle: ProbeHandle) -> None:
         self.handle = handle
-        self._source: Callable[[], MutableAntichain] | None = lambda: self.shard.frontiers[0]
+        self._source: Callable[[], MutableAntichain] | None = None
+        self._shaped = (False, False)  # whether attach set the handle's levels, its shape
+
+    def attach(self, levels: int, least: Any) -> None:
+        """Adds this vertex's input frontier to the handle's sources, and gives the handle
+        the loop depth and time shape of the stream if it had none (once the vertex is part
+        of a build: a build that fails takes both back with :meth:`build_failed`)."""
+        handle = self.handle
+        self._shaped = (handle._levels is None, handle._shape is None)
+        if handle._levels is None:
+            handle._levels = levels
+        if handle._shape is None:
+            handle._shape = least
+        self._source = lambda: self.shard.frontiers[0]
         handle._sources.append(self._source)
 
     def on_recv(self, port: int, cap: Capability, batch: Any) -> None:
@@ -41,9 +56,16 @@ class ProbeVertex(Vertex):
 
     def build_failed(self) -> None:
         # the dataflow never runs: a shard-less source would break every read of a handle
-        # shared with other dataflows
+        # shared with other dataflows, and the shape it gave the handle would refuse the
+        # streams of a later build (builds run one at a time: nothing else set it since)
         if self._source is not None:
             self._withdraw()
+        levels, shape = self._shaped
+        if levels:
+            self.handle._levels = None
+        if shape:
+            self.handle._shape = None
+        self._shaped = (False, False)
 
     def _withdraw(self) -> None:
         """Removes this vertex's source from the handle: nothing of this dataflow stays
@@ -204,17 +226,13 @@ def probe_with(stream: Stream, handle: ProbeHandle, name: str = "probe") -> Stre
             f"{type(handle).__name__}"
         )
     depth, least = stream.scope.depth, stream.scope.minimum()
-    if handle._levels is None:
-        handle._levels = depth
-    elif handle._levels != depth:
+    if handle._levels is not None and handle._levels != depth:
         raise BuildError(
             f"probe_with {name!r}: the handle probes streams of times {handle._levels} loop(s) "
             f"deep, and {stream!r} has times {depth} loop(s) deep; one handle's frontier is "
             f"a meet of times of one shape"
         )
-    if handle._shape is None:
-        handle._shape = least
-    elif not same_shape(least, handle._shape):
+    if handle._shape is not None and not same_shape(least, handle._shape):
         # Product(3, 0) == Lex(3, 0) as tuples, yet they are ordered differently: a meet of
         # both kinds would compare times of one loop by the other's order
         raise BuildError(
@@ -223,5 +241,7 @@ def probe_with(stream: Stream, handle: ProbeHandle, name: str = "probe") -> Stre
             f"handle's frontier is a meet of times of one order (Product and Lex loops "
             f"need a handle each)"
         )
-    stream.scope.add_operator(name, ProbeVertex(handle), [(stream, Pipeline())], outputs=0)
+    vertex = ProbeVertex(handle)
+    stream.scope.add_operator(name, vertex, [(stream, Pipeline())], outputs=0)
+    vertex.attach(depth, least)  # only once it is part of the build: add_operator may refuse
     return stream
