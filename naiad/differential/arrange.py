@@ -404,6 +404,44 @@ class Arranged:
 
         return self.reduce(r.ThresholdLogic(None), name).as_collection()
 
+    def count_total(self, name: str = "count_total") -> Collection:
+        """:meth:`count` for totally ordered times (integer epochs, ``Lex`` loops): each batch
+        of this arrangement is read against the trace before it, and ``(*record, count)``
+        changes only at the times its record changed; no output arrangement, nothing
+        pending (differential dataflow's ``count_total``; see
+        :mod:`~naiad.differential.total`). The same changes as :meth:`count` at every time.
+        Inside a ``Product`` loop it is refused when built: use :meth:`count` there.
+
+        >>> import naiad
+        >>> from naiad.differential import Collection
+        >>> def build(scope):
+        ...     c = Collection.from_epochs(scope, [[("a", 2), ("b", 1)], [("a", -1)]])
+        ...     return c.arrange_by_key().count_total().changes()
+        >>> naiad.run(build)
+        [[(('a', 2), 0, 1), (('b', 1), 0, 1), (('a', 1), 1, 1), (('a', 2), 1, -1)]]
+        """
+        from naiad.differential.total import total_arranged
+
+        return total_arranged(self, None, True, name, "count()")
+
+    def distinct_total(self, name: str = "distinct_total") -> Collection:
+        """:meth:`distinct` for totally ordered times (as :meth:`count_total`)."""
+        from naiad.differential.total import total_arranged
+
+        return total_arranged(self, None, False, name, "distinct()")
+
+    def threshold_total(
+        self, f: Callable[[np.ndarray], Any], name: str = "threshold_total"
+    ) -> Collection:
+        """Every record with multiplicity ``f(count)`` (``f`` maps a numpy array of non-zero
+        counts to as many integers, one call per batch), for totally ordered times (as
+        :meth:`count_total`; :meth:`Collection.threshold` for any times)."""
+        from naiad.differential.collection import check_function
+        from naiad.differential.total import total_arranged
+
+        check_function(f, 1, name, "f(counts)")
+        return total_arranged(self, f, False, name, "threshold(f)")
+
 
 def _into(other: Arranged, scope: Any, name: str) -> Arranged:
     """``other`` entered into ``scope`` when it is arranged in a scope enclosing it (same

@@ -578,6 +578,40 @@ class Collection:
         (routed by whole record, as :meth:`count`)."""
         return self._per_record(reduce_mod.ThresholdLogic(f), name)
 
+    def count_total(self, name: str = "count_total") -> Collection:
+        """:meth:`count` for totally ordered times (integer epochs, ``Lex`` loops), as
+        differential dataflow's ``count_total``: the same changes at every time, computed from
+        the input arrangement alone (each batch against the trace before it), with no output
+        arrangement and nothing waiting for the frontier. Routed by whole record, as
+        :meth:`count`; refused when built inside a ``Product`` loop (use :meth:`count`).
+
+        >>> import naiad
+        >>> naiad.run(lambda s: Collection.from_epochs(s, [[("a", 2)], [("a", 1), ("b", 1)]])
+        ...           .count_total().changes())
+        [[(('a', 2), 0, 1), (('a', 2), 1, -1), (('a', 3), 1, 1), (('b', 1), 1, 1)]]
+        """
+        return self._total(name, "count()").count_total(name)
+
+    def distinct_total(self, name: str = "distinct_total") -> Collection:
+        """:meth:`distinct` for totally ordered times (as :meth:`count_total`)."""
+        return self._total(name, "distinct()").distinct_total(name)
+
+    def threshold_total(
+        self, f: Callable[[np.ndarray], Any], name: str = "threshold_total"
+    ) -> Collection:
+        """:meth:`threshold` for totally ordered times (as :meth:`count_total`): every record
+        with multiplicity ``f(count)``, ``f`` called once per batch on the non-zero counts."""
+        check_function(f, 1, name, "f(counts)")
+        return self._total(name, "threshold(f)").threshold_total(f, name)
+
+    def _total(self, name: str, instead: str) -> Arranged:
+        """This collection arranged by whole record for a ``*_total`` operator (its scope's
+        times checked first, so nothing is built for a refused one)."""
+        from naiad.differential.total import check_totally_ordered
+
+        check_totally_ordered(self.scope, name, instead)
+        return arrange(self, name + ".arrange", by_record=True)
+
     def sum(self, name: str = "sum") -> Collection:
         """``(key, sum of value x multiplicity)`` for ``(key, number)`` records."""
         return self._logic(reduce_mod.SumLogic(), name)

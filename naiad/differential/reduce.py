@@ -117,19 +117,30 @@ class ThresholdLogic(Logic):
     def __call__(
         self, keys: np.ndarray, vals: Columns, counts: np.ndarray, decode_key: Decoder
     ) -> Rows:
-        if self.f is None:
-            out = (counts > 0).astype(np.int64)
-        else:
-            raw = np.asarray(self.f(counts))
-            if raw.shape != counts.shape:
-                raise ValueError(
-                    f"threshold: f must map an array of {len(counts)} counts to as many counts"
-                )
-            if len(raw) and raw.dtype.kind not in "iub":
-                raise TypeError(f"threshold: f must return integer counts, not {raw.dtype}")
-            out = raw.astype(np.int64)
+        out = thresholded(self.f, counts, "threshold")
         keep = out != 0
         return keys[keep], tuple(v[keep] for v in vals), out[keep]
+
+
+def thresholded(f: Callable[[np.ndarray], Any] | None, counts: np.ndarray, name: str) -> np.ndarray:
+    """The multiplicities ``f(counts)`` as int64, checked (one per count, integers or booleans;
+    an error naming ``name`` otherwise); ``f=None`` is ``distinct``'s: 1 for a positive count.
+
+    >>> thresholded(lambda c: c // 2, np.array([1, 4]), "threshold").tolist()
+    [0, 2]
+    >>> thresholded(lambda c: c / 2, np.array([1, 4]), "threshold")
+    Traceback (most recent call last):
+    ...
+    TypeError: threshold: f must return integer counts, not float64
+    """
+    if f is None:
+        return (counts > 0).astype(np.int64)
+    raw = np.asarray(f(counts))
+    if raw.shape != counts.shape:
+        raise ValueError(f"{name}: f must map an array of {len(counts)} counts to as many counts")
+    if len(raw) and raw.dtype.kind not in "iub":
+        raise TypeError(f"{name}: f must return integer counts, not {raw.dtype}")
+    return raw.astype(np.int64)
 
 
 class SumLogic(Logic):
@@ -348,7 +359,7 @@ def _distinct_groups(parts: list[Columns]) -> Columns:
     return tuple(c[picked] for c in cols)
 
 
-def _recoded(col: np.ndarray, was: bool | None, now: bool | None) -> np.ndarray:
+def recoded(col: np.ndarray, was: bool | None, now: bool | None) -> np.ndarray:
     """A column of stored values (codes when ``was``) in the representation ``now`` stands
     for: the same values, interned or not (``None``: no representation yet, kept as is)."""
     if was is None or now is None or was == now or not len(col):
@@ -444,7 +455,7 @@ class ReduceVertex(Vertex):
             now = source.encoded[i]
             if was is False and now is True:
                 self.pending = {
-                    t: [(*g[:i], _recoded(g[i], False, True), *g[i + 1 :]) for g in gs]
+                    t: [(*g[:i], recoded(g[i], False, True), *g[i + 1 :]) for g in gs]
                     for t, gs in self.pending.items()
                 }
             if now is True and i < len(output.encoded) and output.encoded[i] is False:
@@ -460,7 +471,7 @@ class ReduceVertex(Vertex):
         self._sync_encoding()
         if len(batch):
             groups = tuple(
-                _recoded(c, batch.is_encoded(i), now)
+                recoded(c, batch.is_encoded(i), now)
                 for i, (c, now) in enumerate(
                     zip((batch.keys, *batch.vals), self.group_encoded, strict=False)
                 )
@@ -514,7 +525,7 @@ class ReduceVertex(Vertex):
         """Group value columns (as the input stores them) as the output stores them."""
         src, out = self.source.encoded, self.output.encoded
         return tuple(
-            _recoded(v, src[i], out[i] if i < len(out) else None) for i, v in enumerate(values, 1)
+            recoded(v, src[i], out[i] if i < len(out) else None) for i, v in enumerate(values, 1)
         )
 
     def _out_groups(self, gathered_out: tuple[Any, ...], like: Columns) -> Columns:
@@ -523,7 +534,7 @@ class ReduceVertex(Vertex):
             return tuple(c[:0] for c in like)
         src, out = self.source.encoded, self.output.encoded
         values = tuple(
-            _recoded(v, out[i], src[i]) for i, v in enumerate(gathered_out[1][: len(like) - 1], 1)
+            recoded(v, out[i], src[i]) for i, v in enumerate(gathered_out[1][: len(like) - 1], 1)
         )
         return (gathered_out[0], *values)
 

@@ -181,7 +181,9 @@ class Batch:
         """For each record ``(keys[i], *values[:][i])`` (records sorted, distinct; ``values``
         the first value columns, in this batch's representation), the range ``lo:hi`` of the
         rows that begin with it. The key's range narrowed by a binary search per value
-        column: a few steps per record, however many records share its key.
+        column: a few steps per record, however many records share its key. Each record is
+        searched on its own, so the answer for records in another order is the same,
+        permuted (``count_total`` relies on it for records it recoded).
 
         >>> b = Batch(np.array([1, 1, 1, 3]), (np.array([4, 5, 5, 5]),),
         ...           np.zeros((4, 1), np.int64), np.ones(4, np.int64),

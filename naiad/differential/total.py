@@ -1,0 +1,196 @@
+"""``count_total``, ``distinct_total`` and ``threshold_total``: per-record reductions for
+totally ordered times (differential dataflow's ``count_total`` / ``threshold_total``).
+
+When every two times compare (integer epochs, and ``Lex`` loops in scopes that are totally
+ordered themselves), a record's output can change only at the times of its own input
+changes, never at a least upper bound of two of them. Each arriving batch of the input
+arrangement then holds all that is needed: for a record changed at ``t`` (its rows in the
+batch are in time order), the count just before ``t`` is its count in the trace before the
+batch plus its earlier rows in the batch, the count at ``t`` adds the row's own diff, and
+the output changes by ``f(count at t) - f(count before t)``. Nothing is pending, no output
+arrangement is kept, no time waits for the frontier: the changes leave with the batch's
+own message.
+
+The contract with the trace: ``Spine.batches_through(acknowledged)`` lists exactly the
+batches that came before the one being read. The operator acknowledges each batch once
+read (:meth:`~naiad.differential.trace.TraceHandle.set_physical_compaction`), so the spine
+never merges a batch not yet read into those before it; it needs no times from the trace
+(only each record's total diff there), so logical compaction may follow its input frontier.
+
+Everything is vectorized per batch: one lookup of the batch's distinct records in each
+earlier trace batch (:meth:`~naiad.differential.trace.Batch.record_ranges`, a few binary
+searches per record, however many records share its key), cumulative sums per record, and
+one call of ``f`` for the whole batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from naiad.actors.vertex import Vertex
+from naiad.dataflow.channels import Pipeline
+from naiad.differential import lattice
+from naiad.differential.reduce import recoded, thresholded
+from naiad.differential.trace import Batch, Columns, TraceHandle, expand_ranges
+from naiad.differential.updates import Updates
+from naiad.progress.capability import Capability
+
+if TYPE_CHECKING:
+    from naiad.differential.arrange import Arranged
+    from naiad.differential.collection import Collection
+
+Threshold = Callable[[np.ndarray], Any]
+
+
+def check_totally_ordered(scope: Any, name: str, instead: str) -> None:
+    """Raises ``ValueError`` naming ``name`` if the times of ``scope`` are only partially
+    ordered: inside a ``Product`` loop (or a ``Lex`` loop nested in one), where the output
+    may change at times no input changed at, which only ``instead`` finds.
+
+    >>> import naiad
+    >>> from naiad.progress import Lex
+    >>> def build(scope):
+    ...     check_totally_ordered(scope.iterative("lex", time_class=Lex), "count_total", "count()")
+    ...     check_totally_ordered(scope.iterative("loop"), "count_total", "count()")
+    >>> naiad.run(build)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: count_total: needs totally ordered times, but scope 'dataflow/loop' is a ...
+    """
+    lex = lattice.scope_lex(scope)
+    if all(lex):
+        return
+    loops: list[Any] = []
+    inner = scope
+    while inner.parent is not None:
+        if inner.time_class is not None:
+            loops.append(inner)
+        inner = inner.parent
+    product = loops[::-1][lex.index(False)]
+    raise ValueError(
+        f"{name}: needs totally ordered times, but scope {product.path()!r} is a Product loop "
+        "(its times are ordered componentwise: (epoch, iteration) pairs need not compare); "
+        f"use {instead}, which handles partially ordered times"
+    )
+
+
+class TotalVertex(Vertex):
+    """Reads each batch of the input arrangement against the trace before it and sends the
+    output changes at once (see the module docstring). ``f`` maps an array of non-zero
+    counts to multiplicities (``None``: ``distinct``); ``counting``: ``count_total``'s
+    output instead, ``(*record, count)`` once for every non-zero count."""
+
+    def __init__(self, handle: TraceHandle, f: Threshold | None, counting: bool, name: str) -> None:
+        self.handle, self.f, self.counting, self.label = handle, f, counting, name
+
+    def on_recv(self, port: int, cap: Capability, batch: Batch) -> None:
+        if not len(batch):
+            return
+        handle = self.handle
+        earlier = handle.spine.batches_through(handle.acknowledged)
+        out = self._changes(batch, earlier)
+        handle.set_physical_compaction(batch.seq_hi)
+        if len(out):
+            self.send(cap, out)
+
+    def _changes(self, batch: Batch, earlier: Sequence[Batch]) -> Updates:
+        """The output changes of ``batch``, the trace before it being ``earlier``."""
+        records = (batch.keys, *batch.vals)
+        n = len(batch)
+        first = np.zeros(n, dtype=bool)  # rows that begin a record (rows of one are adjacent)
+        first[0] = True
+        for col in records:
+            first[1:] |= col[1:] != col[:-1]
+        starts = np.flatnonzero(first)
+        owner = np.cumsum(first) - 1  # the record of each row
+        base = _trace_counts(batch, tuple(c[starts] for c in records), earlier)
+        # the count of each row's record at the row's time: the trace's, plus the batch's rows
+        # of the record up to this one (in time order within the record)
+        running = np.cumsum(batch.diffs)
+        offset = base - (running[starts] - batch.diffs[starts])
+        after = running + offset[owner]
+        before = after - batch.diffs
+        times = batch.times
+        if self.counting:  # (record, count): +1 at the new count, -1 at the old one
+            rows = np.concatenate([np.flatnonzero(after), np.flatnonzero(before)])
+            counts = np.concatenate([after[after != 0], before[before != 0]])
+            diffs = np.ones(len(rows), dtype=np.int64)
+            diffs[int(np.count_nonzero(after)) :] = -1
+            cols = (*_decoded(batch, records, rows), counts)
+            return Updates(cols, times[rows], diffs)
+        multiplicity = self._multiplicities(np.concatenate([after, before]))
+        change = multiplicity[:n] - multiplicity[n:]
+        rows = np.flatnonzero(change)
+        return Updates(_decoded(batch, records, rows), times[rows], change[rows])
+
+    def _multiplicities(self, counts: np.ndarray) -> np.ndarray:
+        """``f`` of the non-zero counts (one call), 0 for a zero count: a record with no
+        count is absent, as for ``threshold``, which never shows ``f`` a zero."""
+        out = np.zeros(len(counts), dtype=np.int64)
+        live = counts != 0
+        out[live] = thresholded(self.f, counts[live], self.label)
+        return out
+
+    def on_frontier(self) -> None:
+        # the trace is read only for its records' total diffs, never at a time: compacting
+        # it up to the input frontier changes nothing read here
+        frontier = self.frontier(0).frontier
+        if frontier:
+            self.handle.follow_frontier(frontier)
+        else:
+            self.handle.close()
+
+    def checkpoint(self) -> Any:
+        return self.handle.acknowledged
+
+    def build_failed(self) -> None:
+        self.handle.close()  # the source may be another dataflow's (imported) trace
+
+
+def _decoded(batch: Batch, records: Columns, rows: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The records of ``batch``'s rows ``rows`` as values (interned columns decoded)."""
+    return tuple(batch.decode(i, col[rows]) for i, col in enumerate(records))
+
+
+def _trace_counts(batch: Batch, records: Columns, earlier: Sequence[Batch]) -> np.ndarray:
+    """Per record of ``records`` (distinct, as ``batch`` stores them), its total diff
+    in the batches ``earlier``: each searched for the records' row ranges, and only those
+    rows summed (a small batch against a large trace costs its records' history)."""
+    total = np.zeros(len(records[0]), dtype=np.int64)
+    for tb in earlier:
+        if not len(tb):
+            continue
+        # as ``tb`` stores them: the spine may have switched a column to codes since
+        # ``batch`` was written (record_ranges searches each record on its own, so the
+        # recoded records need no sorting)
+        query = tuple(
+            recoded(col, batch.is_encoded(i), tb.is_encoded(i)) for i, col in enumerate(records)
+        )
+        lo, hi = tb.record_ranges(query[0], query[1:])
+        lengths = hi - lo
+        found = np.flatnonzero(lengths)
+        if not len(found):
+            continue
+        rows = expand_ranges(lo[found], lengths[found])
+        segments = np.cumsum(lengths[found]) - lengths[found]
+        sums = np.add.reduceat(tb.diffs[rows], segments)
+        total[found] += sums
+    return total
+
+
+def total_arranged(
+    arranged: Arranged, f: Threshold | None, counting: bool, name: str, instead: str
+) -> Collection:
+    """The body of ``Arranged.count_total`` / ``threshold_total`` / ``distinct_total``
+    (``instead``: the general operator, which the error for partially ordered times names)."""
+    from naiad.differential.collection import Collection
+
+    check_totally_ordered(arranged.scope, name, instead)
+    handle = arranged.handle()
+    handle.set_physical_compaction(-1)  # nothing read yet: the spine keeps new batches apart
+    vertex = TotalVertex(handle, f, counting, name)
+    node = arranged.scope.add_operator(name, vertex, [(arranged.stream, Pipeline())])
+    return Collection(arranged.stream.derive(node))
