@@ -559,7 +559,8 @@ class Collection:
         Records are routed to the workers by their whole record, not by their first field
         (as in differential dataflow), so a hot first field (a hub node's edges) spreads over
         every worker; ``count``, ``distinct`` and ``threshold`` of an :class:`Arranged` read
-        it as it is partitioned, by key.
+        it as it is partitioned, by key. With totally ordered times (outside ``Product``
+        loops), :meth:`count_total` gives the same changes without an output arrangement.
 
         >>> import naiad
         >>> naiad.run(lambda s: Collection.from_epochs(s, [[((0, "a"), 2), ((0, "b"), 1)]])

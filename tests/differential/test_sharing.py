@@ -54,7 +54,14 @@ async def shared_join(
             joined = collection.join(imported)
             reversed_ = imported.join(collection)
             counted = imported.count()
-            return session, joined.changes(), reversed_.changes(), counted.changes()
+            total = imported.count_total()  # historic batches first, merged and compacted
+            return (
+                session,
+                joined.changes(),
+                reversed_.changes(),
+                counted.changes(),
+                total.changes(),
+            )
 
         df2 = rt.dataflow(second)
         for session, *_ in df2.results:
@@ -106,6 +113,7 @@ def test_second_dataflow_joins_against_an_imported_arrangement(
     check_from([r[1] for r in results], ref.expect_binary(b, a, ref.join), start)
     check_from([r[2] for r in results], ref.expect_binary(a, b, ref.join), start)
     check_from([r[3] for r in results], ref.expect_unary(a, ref.count), start)
+    check_from([r[4] for r in results], ref.expect_unary(a, ref.count), start)
 
 
 @pytest.mark.parametrize("layout", [(2, 1), (1, 1)])
