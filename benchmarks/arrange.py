@@ -11,17 +11,20 @@ updates, advances the input and waits on the count's probe; the round's latency 
 from the first update sent to the probe passing the round's epoch. Updates per second is
 ``batch`` over the median round latency.
 
-Three implementations take the same stream, alternating round by round (load on a shared
+Four implementations take the same stream, alternating round by round (load on a shared
 machine falls on all alike):
 
 * ``naiad``: each round's updates enter as one columnar batch
   (``InputSession.send_columns((keys,), diffs)``, numpy columns);
+* ``naiad_total``: the same with ``arranged.count_total()``, differential dataflow's count for
+  totally ordered times (no output arrangement, no pending times; see
+  ``naiad/differential/total.py``);
 * ``naiad_records``: the ordinary per-record path, ``InputSession.update(key, diff)`` per
   update (records staged in Python, turned into columns at ``advance_to``);
 * ``dict``: the floor, a Python dict of counts (``counts[k] = counts.get(k, 0) + d``, zeros
   deleted), one Python statement per update; the stream is given to it as Python lists.
 
-Correct: the final counts of both naiad dataflows (read from a materialized view of the count)
+Correct: the final counts of the three naiad dataflows (read from a materialized view of the count)
 and of the dict equal a from-scratch ``numpy.bincount`` of every update.
 
 **(b) Join proportionality.** A second dataflow arranges a collection of ``keys`` records
@@ -121,11 +124,15 @@ def counts_of(view: Any, epoch: int) -> dict[int, int] | None:
 
 
 # --- (a) throughput ----------------------------------------------------------------------------
-def counting(scope: Any) -> tuple[Any, Any, Any, Any]:
+def counting(scope: Any, total: bool = False) -> tuple[Any, Any, Any, Any]:
     session, collection = Collection.new_input(scope)
     arranged = collection.arrange_by_key()
-    counted = arranged.count()
+    counted = arranged.count_total() if total else arranged.count()
     return session, arranged, counted.probe(), counted.view(gather=False)
+
+
+def counting_total(scope: Any) -> tuple[Any, Any, Any, Any]:
+    return counting(scope, total=True)
 
 
 def dict_round(counts: dict[int, int], keys: list[int], diffs: list[int]) -> None:
@@ -142,13 +149,20 @@ async def throughput(
     initial: np.ndarray, rounds: list[tuple[np.ndarray, np.ndarray]], keys: int
 ) -> dict[str, Any]:
     lists = [(k.tolist(), d.tolist()) for k, d in rounds]  # the per-record paths' input
-    latencies: dict[str, list[float]] = {"naiad": [], "naiad_records": [], "dict": []}
+    latencies: dict[str, list[float]] = {
+        "naiad": [],
+        "naiad_total": [],
+        "naiad_records": [],
+        "dict": [],
+    }
     out: dict[str, Any] = {}
     reset_peak_rss()
     async with naiad.Runtime(workers=1) as rt:
         columnar = rt.dataflow(counting, name="columnar").results[0]
+        total = rt.dataflow(counting_total, name="total").results[0]
         records = rt.dataflow(counting, name="records").results[0]
-        for name, (session, _, probe, _) in (("naiad", columnar), ("naiad_records", records)):
+        naiads = (("naiad", columnar), ("naiad_total", total), ("naiad_records", records))
+        for name, (session, _, probe, _) in naiads:
             start = time.perf_counter()
             session.send_columns((initial,))
             session.advance_to(1)
@@ -164,6 +178,13 @@ async def throughput(
             session.advance_to(epoch + 1)
             await probe.wait(epoch)
             latencies["naiad"].append(time.perf_counter() - start)
+
+            session, _, probe, _ = total
+            start = time.perf_counter()
+            session.send_columns((k,), d)
+            session.advance_to(epoch + 1)
+            await probe.wait(epoch)
+            latencies["naiad_total"].append(time.perf_counter() - start)
 
             session, _, probe, _ = records
             start = time.perf_counter()
@@ -182,16 +203,17 @@ async def throughput(
                     f"  round {epoch}/{len(rounds)}: "
                     + ", ".join(f"{n} {v[-1] * 1e3:.2f} ms" for n, v in latencies.items())
                 )
-        for name, (_, arranged, _, _) in (("naiad", columnar), ("naiad_records", records)):
+        for name, (_, arranged, _, _) in naiads:
             out[name]["arrangement_bytes"] = arranged.spine.nbytes()
             out[name]["arrangement_updates"] = arranged.spine.total()
-        for session, _, _, _ in (columnar, records):
+        for session, _, _, _ in (columnar, total, records):
             session.close()
     peak = peak_rss_mb()
     expected = oracle(initial, rounds, keys)
     final = len(rounds)
     answers = {
         "naiad": counts_of(columnar[3], final),
+        "naiad_total": counts_of(total[3], final),
         "naiad_records": counts_of(records[3], final),
     }
     answers["dict"] = counts
@@ -336,6 +358,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ratios: dict[str, float | None] = {
         "naiad_over_dict": ratio(
             results["naiad"]["updates_per_s"], results["dict"]["updates_per_s"]
+        ),
+        "naiad_total_over_dict": ratio(
+            results["naiad_total"]["updates_per_s"], results["dict"]["updates_per_s"]
         ),
         "naiad_records_over_dict": ratio(
             results["naiad_records"]["updates_per_s"], results["dict"]["updates_per_s"]
