@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from naiad.actors.vertex import StatelessVertex
 from naiad.dataflow.channels import Pipeline
 from naiad.operators.aggregate import checked_functions
@@ -20,12 +22,19 @@ class Branch(StatelessVertex):
         self.predicate = predicate
 
     def on_recv(self, port: int, cap: Capability, batch: Any) -> None:
+        predicate = self.predicate
+        outputs = self.shard.outputs
+        if isinstance(batch, np.ndarray):
+            # the parts stay arrays of the batch's dtype: a list of its elements (np.void
+            # records, rows) would not cross processes as the array's bytes
+            mask = np.fromiter((bool(predicate(r)) for r in batch), bool, len(batch))
+            outputs[0].send(cap, batch[mask])
+            outputs[1].send(cap, batch[~mask])
+            return
         yes: list[Any] = []
         no: list[Any] = []
-        predicate = self.predicate
         for record in batch:
             (yes if predicate(record) else no).append(record)
-        outputs = self.shard.outputs
         outputs[0].send(cap, yes)
         outputs[1].send(cap, no)
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from naiad.actors.vertex import Vertex
 from naiad.dataflow.channels import Pipeline
 from naiad.operators.aggregate import checked_functions
@@ -33,11 +35,17 @@ class DelayVertex(Vertex):
         self.per_record = per_record
         # new time -> what waits for it: records (per record) or whole batches
         self.waiting: dict[Any, list[Any]] = {}
+        # per record, from numpy batches: new time -> the arrays of rows that wait for it (a
+        # numpy batch stays arrays of its dtype, which cross processes as their bytes)
+        self.arrays: dict[Any, list[np.ndarray]] = {}
 
     def on_recv(self, port: int, cap: Capability, batch: Any) -> None:
         time, waiting, f = cap.time, self.waiting, self.f
         if not self.per_record:
             self._hold(self._checked(f(time), time, None)).append(batch)
+            return
+        if isinstance(batch, np.ndarray):
+            self._delay_rows(batch, time)
             return
         for record in batch:
             new = f(record, time)
@@ -48,12 +56,32 @@ class DelayVertex(Vertex):
                 records = self._hold(new)
             records.append(record)
 
-    def _hold(self, new: Any) -> list[Any]:
-        """The list of what waits for ``new``, requesting its notification if it is new."""
-        held = self.waiting.get(new)
+    def _delay_rows(self, batch: np.ndarray, time: Any) -> None:
+        """Per record, a numpy batch: its rows grouped by new time, each group one array."""
+        f = self.f
+        rows: dict[Any, list[int]] = {}
+        for n, record in enumerate(batch):
+            new = f(record, time)
+            if new.__class__ is not int or time.__class__ is not int or new < time:
+                new = self._checked(new, time, record)
+            group = rows.get(new)
+            if group is None:
+                rows[new] = [n]
+            else:
+                group.append(n)
+        for new, group in rows.items():
+            self._hold(new, self.arrays).append(batch if len(group) == len(batch) else batch[group])
+
+    def _hold(self, new: Any, table: dict[Any, list[Any]] | None = None) -> list[Any]:
+        """The list of what waits for ``new`` (in ``waiting``, or ``table``), requesting its
+        notification if nothing waited for it yet."""
+        table = self.waiting if table is None else table
+        held = table.get(new)
         if held is None:
-            held = self.waiting[new] = []
-            self.notify_at(new)  # holds the capability for ``new`` until on_notify
+            held = table[new] = []
+            other = self.arrays if table is self.waiting else self.waiting
+            if new not in other:  # the first to wait
+                self.notify_at(new)  # holds the capability for ``new`` until on_notify
         return held
 
     def _checked(self, new: Any, time: Any, record: Any) -> Any:
@@ -72,9 +100,14 @@ class DelayVertex(Vertex):
         return "delay" if self.per_record else "delay_batch"
 
     def on_notify(self, cap: Capability) -> None:
-        held = self.waiting.pop(cap.time)
+        held = self.waiting.pop(cap.time, [])
         if self.per_record:
             self.send(cap, held)
+            arrays = self.arrays.pop(cap.time, [])
+            if len({(a.dtype, a.shape[1:]) for a in arrays}) == 1:
+                arrays = [np.concatenate(arrays)] if len(arrays) > 1 else arrays
+            for array in arrays:
+                self.send(cap, array)
         else:
             for batch in held:
                 self.send(cap, batch)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from naiad.operators.map import map_batch
 
 if TYPE_CHECKING:
@@ -19,5 +21,15 @@ def filter_records(
     >>> import naiad
     >>> naiad.run(lambda s: s.from_epochs([[1, 2, 3, 4]]).filter(lambda x: x % 2).collect())
     [[(0, 1), (0, 3)]]
+
+    A numpy batch stays a numpy array of its dtype (the predicate is still called per record:
+    an element, a row of a 2-d batch or a structured record), so it crosses processes as its
+    bytes.
     """
-    return map_batch(stream, lambda batch: [x for x in batch if predicate(x)], name)
+
+    def kept(batch: Any) -> Any:
+        if isinstance(batch, np.ndarray):
+            return batch[np.fromiter((bool(predicate(x)) for x in batch), bool, len(batch))]
+        return [x for x in batch if predicate(x)]
+
+    return map_batch(stream, kept, name)

@@ -11,6 +11,8 @@ import numbers
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from naiad.actors.vertex import StatelessVertex
 from naiad.dataflow.channels import Pipeline, routes_array, split_by_routes
 from naiad.dataflow.scope import BuildError
@@ -29,6 +31,18 @@ class Partition(StatelessVertex):
 
     def on_recv(self, port: int, cap: Capability, batch: Any) -> None:
         route, parts = self.route, self.parts
+        outputs = self.shard.outputs
+        if isinstance(batch, np.ndarray):
+            # parts of a numpy batch stay arrays of its dtype and record shape (see branch)
+            routes = np.empty(len(batch), dtype=np.int64)
+            for n, record in enumerate(batch):
+                i = route(record)
+                if i.__class__ is not int or not 0 <= i < parts:
+                    i = _checked_part(self.name, i, parts, record)
+                routes[n] = i
+            for i, part in split_by_routes(batch, routes, parts):
+                outputs[i].send(cap, part)
+            return
         # only the parts that receive records: a batch costs its records, not the parts
         out: dict[int, list[Any]] = {}
         for record in batch:
@@ -40,7 +54,6 @@ class Partition(StatelessVertex):
                 out[i] = [record]
             else:
                 records.append(record)
-        outputs = self.shard.outputs
         for i in sorted(out):
             outputs[i].send(cap, out[i])
 
