@@ -372,6 +372,20 @@ async def test_a_runtime_that_has_stopped_says_so() -> None:
             pass
 
 
+async def test_run_inside_a_running_event_loop_says_what_to_use_instead() -> None:
+    """Regression: ``naiad.run`` from async code (a Jupyter notebook runs an event loop)
+    failed with asyncio's 'Runner.run() cannot be called from a running event loop', hidden
+    behind a second error from closing the unused loop ('Cannot run the event loop while
+    another loop is running') and warnings of coroutines never awaited."""
+    with pytest.raises(RuntimeError, match="cannot be called from async code") as info:
+        naiad.run(lambda s: s.from_epochs([[1]]).collect())
+    assert "naiad.Runtime" in str(info.value)
+    assert info.value.__context__ is None  # the one error, not a chain of two
+    async with naiad.Runtime() as rt:  # this loop still runs dataflows
+        df = rt.dataflow(lambda s: s.from_epochs([[1]]).collect())
+    assert df.results == [[(0, 1)]]
+
+
 async def test_operators_added_after_the_build_are_refused() -> None:
     """Regression: they were accepted and never ran (records dropped, subscribe silent, a
     probe failing with an AttributeError)."""

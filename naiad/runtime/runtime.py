@@ -602,7 +602,22 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
 
 
 def run_coroutine(coro: Coroutine[Any, Any, Any]) -> Any:
-    """Runs ``coro`` to completion on a fresh event loop (uvloop where available)."""
+    """Runs ``coro`` to completion on a fresh event loop (uvloop where available); refused
+    inside a running event loop, which a second one cannot run in."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        # asyncio.Runner would fail here too, but closing its loop then raises a second,
+        # unrelated error that hides the first, and warns that coro was never awaited
+        coro.close()
+        raise RuntimeError(
+            "naiad.run() runs its own event loop, so it cannot be called from async code "
+            "(a coroutine, or a Jupyter notebook, which runs one): there, use "
+            "'async with naiad.Runtime(workers) as rt: df = rt.dataflow(build)', then "
+            "'await df.finished()' and read df.results"
+        )
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
         return runner.run(coro)
 
