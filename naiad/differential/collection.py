@@ -681,7 +681,8 @@ class Collection:
     def view(self, gather: bool = True, name: str = "view", history: bool = True) -> View:
         """A materialized view: the collection's contents at completed times (``await
         view.wait(time)``, then ``view.at(time)``). With ``gather`` every worker's records
-        are sent to worker 0's view (otherwise each worker's view holds its share).
+        are sent to worker 0's view, and the other workers' views refuse to be read
+        (otherwise each worker's view holds its share).
 
         The view compacts the updates it holds to its compaction frontier (``view.since``),
         answering only at times in advance of it (until a frontier is set, nothing can be
@@ -693,7 +694,7 @@ class Collection:
         history. See :class:`~naiad.differential.view.View`."""
         if not isinstance(history, bool):
             raise TypeError(f"view {name!r}: history must be True or False, not {history!r}")
-        view = View(lattice.scope_lex(self.scope), name, history)
+        view = View(lattice.scope_lex(self.scope), name, history, gathered=gather)
         pact = _gathered() if gather else Pipeline()
         self.stream.scope.add_operator(name, ViewVertex(view), [(self.stream, pact)], outputs=0)
         return view

@@ -69,10 +69,17 @@ class View:
     ({0: 1}, {0: 1, 1: 1, 2: 1}, [2])
     """
 
-    def __init__(self, lex: tuple[bool, ...], name: str = "view", history: bool = True) -> None:
+    def __init__(
+        self,
+        lex: tuple[bool, ...],
+        name: str = "view",
+        history: bool = True,
+        gathered: bool = False,
+    ) -> None:
         self.lex = lex
         self.name = name
         self.history = history
+        self.gathered = gathered  # every worker's updates go to worker 0's view
         self.runs: list[Updates] = []  # oldest first, each at most half its elder's size
         least = self._least = np.zeros((1, len(lex) + 1), dtype=np.int64)
         self._requested = least  # set_logical_compaction's frontier (rows)
@@ -97,7 +104,9 @@ class View:
 
     def at(self, time: Any) -> dict[Any, int]:
         """``{record: multiplicity}`` at ``time``, which must be complete and in advance of the
-        compaction frontier (:attr:`since`)."""
+        compaction frontier (:attr:`since`). A gathered view is read at worker 0, which
+        holds every worker's records: another worker's holds none, so it refuses to answer."""
+        self._check_gathered()
         time = self._time(time)
         if not self.complete(time):
             raise ValueError(
@@ -126,6 +135,17 @@ class View:
     def total(self) -> int:
         """How many updates the view holds (what its memory is proportional to)."""
         return sum(len(u) for u in self.runs)
+
+    def _check_gathered(self) -> None:
+        # without this, a script reading df.results[0]'s view answers correctly on one
+        # process and reads {} in process 1 of a cluster, whose results[0] is worker W's
+        if self.gathered and self.vertex is not None and self.vertex.index != 0:
+            raise ValueError(
+                f"view {self.name!r}: this is worker {self.vertex.index}'s share of a gathered "
+                f"view, which is empty: Collection.view() gathers every worker's records at "
+                f"worker 0; read worker 0's view (dataflow.result(0), in process 0 of a "
+                f"cluster), or make the view with gather=False and read every worker's share"
+            )
 
     # --- compaction ------------------------------------------------------------------------
     def set_logical_compaction(self, frontier: Iterable[Any]) -> None:

@@ -383,6 +383,41 @@ async def test_a_view_reads_at_integer_times_only() -> None:
                 view.at(beyond)
 
 
+@pytest.mark.parametrize("layout", [(2, 1), (1, 2), (2, 2)])
+async def test_a_gathered_view_is_read_at_worker_0_and_refused_elsewhere(
+    layout: tuple[int, int],
+) -> None:
+    """Regression: another worker's share of a gathered view answered ``{}``, so a script
+    reading ``df.results[0]``'s view was right on one process and read nothing in process 1
+    of a cluster (whose ``results[0]`` is worker W's). Views made with ``gather=False``
+    hold every worker's share and are read on every worker."""
+    workers, processes = layout
+    async with naiad.Runtime(workers, processes=processes) as rt:
+
+        def build(scope: naiad.Scope) -> tuple[InputSession, Any, Any]:
+            session, collection = Collection.new_input(scope)
+            return session, collection.view(), collection.view(gather=False)
+
+        df = rt.dataflow(build)
+        want: Counter[Any] = Counter()
+        for w, (session, _, _) in enumerate(df.results):
+            for record in (w, "shared", ("p", w % 2)):
+                session.insert(record)
+                want[record] += 1
+            session.advance_to(1)
+        for _, gathered_view, share in df.results:
+            await gathered_view.wait(0)
+            await share.wait(0)
+        assert df.results[0][1].at(0) == dict(want)
+        shares: Counter[Any] = Counter()
+        for _, _, share in df.results:
+            shares.update(share.at(0))
+        assert shares == want
+        for w, (_, gathered_view, _) in enumerate(df.results[1:], 1):
+            with pytest.raises(ValueError, match=f"this is worker {w}'s share of a gathered"):
+                gathered_view.at(0)
+
+
 @pytest.mark.parametrize("layout", [(2, 1), (1, 2)])
 async def test_a_view_can_be_awaited_until_it_can_be_read(layout: tuple[int, int]) -> None:
     """Regression: a view had no way to wait for a time; after awaiting a probe on the very
