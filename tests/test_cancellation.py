@@ -5,6 +5,10 @@ so, and no handle is left waiting forever."""
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -91,3 +95,65 @@ async def test_stopping_a_runtime_fails_the_handles_of_its_running_dataflows() -
     await rt.stop()
     with pytest.raises(naiad.DataflowStopped, match="a runtime runs once"):
         await asyncio.wait_for(df.results[0][1].wait(), HANG)
+
+
+ENDLESS_LOOP = """
+import asyncio, sys
+import naiad
+
+class Bounce(naiad.Vertex):  # a user vertex (never re-entered) in the cycle
+    def on_recv(self, port, cap, batch):
+        self.send(cap, batch)
+
+def endless(s):
+    with s.iterative() as loop:
+        handle, cycle = loop.feedback()
+        x = s.from_epochs([[0]]).enter(loop).concat(cycle).map(lambda n: n + 1)
+        if sys.argv[1] == "vertex":
+            x = x.unary(Bounce())
+        x.connect_loop(handle)
+
+def fed(s):
+    handle, stream = s.new_input()
+    return handle, stream.map(lambda x: x).probe()
+
+async def main():
+    async with naiad.Runtime(workers=int(sys.argv[2])) as rt:
+        rt.dataflow(endless)
+        df = rt.dataflow(fed)
+        for handle, _ in df.results:
+            handle.advance_to(1)
+        await df.results[0][1].wait(0)
+        print("the other dataflow progressed", flush=True)
+        await asyncio.sleep(3600)
+
+try:
+    asyncio.run(asyncio.wait_for(main(), 0.5))
+except TimeoutError:
+    print("stopped")
+"""
+
+
+@pytest.mark.parametrize("cycle", ["stateless", "vertex"])
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_loop_that_never_ends_can_be_timed_out(cycle: str, workers: int) -> None:
+    """Regression: a cycle of operators on one worker ran inside a single activation for
+    ever (each drain of a mailbox also took the messages its own callbacks queued there), so
+    the worker never yielded to the event loop: other dataflows stalled, and no timeout,
+    cancellation or Ctrl-C stopped the runtime (memory grew by GBs: no progress flushed).
+    Run in a subprocess, whose own timeout catches such a hang."""
+    root = Path(naiad.__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", ENDLESS_LOOP, cycle, str(workers)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env=env,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the runtime of an endless loop could not be timed out")
+    assert done.stdout.split("\n")[:2] == ["the other dataflow progressed", "stopped"], (
+        done.stdout + done.stderr
+    )

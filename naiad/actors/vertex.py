@@ -301,10 +301,16 @@ class VertexShard(Actor):
 
     # --- messages ------------------------------------------------------------------------------
     def drain(self) -> None:
-        """Delivers every message in the mailbox, in arrival order."""
+        """Delivers the messages in the mailbox, in arrival order: at most as many as it
+        held when called. One that arrives meanwhile and is not delivered on the stack was
+        scheduled by ``receive``: without the bound, a cycle of operators on one worker
+        (a loop that keeps iterating) ran inside one activation for ever, its callbacks
+        refilling the mailbox this loop empties, so the worker never yielded (no timeout,
+        cancellation or Ctrl-C took effect) and never flushed its progress."""
         mailbox = self.mailbox
         if not mailbox:
             return
+        budget = len(mailbox)
         worker = self.worker
         buffer = self.buffer
         targets = self.targets
@@ -314,7 +320,8 @@ class VertexShard(Actor):
         self.depth += 1
         worker.stack_depth += 1
         try:
-            while mailbox:
+            while budget and mailbox:
+                budget -= 1
                 port, time, batch = mailbox.popleft()
                 buffer.update((targets[port], time), -1)
                 if resident is not None:
