@@ -21,10 +21,11 @@ holds (:meth:`naiad.differential.updates.Interner.collect`), runs from there
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from naiad.actors.vertex import VertexShard
@@ -42,6 +43,9 @@ Submit = Callable[[int, list[tuple[Any, int]]], None]
 
 _SAFE_POINT_HOOKS: list[Callable[[], None]] = []
 _RUNNING: dict[WorkerGroup, int] = {}  # running worker group -> the thread that runs it
+# held while a group registers in _RUNNING, and by exclusive_safe_point's block: a group of
+# another thread that starts then waits (it would pass at_safe_point's check unseen)
+_REGISTRY = threading.Lock()
 
 
 def on_safe_points(hook: Callable[[], None]) -> None:
@@ -62,6 +66,16 @@ def at_safe_point() -> bool:
         if thread != me or any(w.stack_depth for w in group.workers):
             return False
     return True
+
+
+@contextlib.contextmanager
+def exclusive_safe_point() -> Iterator[bool]:
+    """Whether this is a safe point (:func:`at_safe_point`), and it stays one while the block
+    runs: no worker group can start meanwhile, on another thread either (it waits for the
+    block's end). For work that must not overlap an activation anywhere in the process, such
+    as the interner's collection; keep the block short."""
+    with _REGISTRY:
+        yield at_safe_point()
 
 
 class Worker:
@@ -151,7 +165,8 @@ class WorkerGroup:
             self._wakeup.set()
 
     async def run(self) -> None:
-        _RUNNING[self] = threading.get_ident()
+        with _REGISTRY:  # (not while a collection runs in another thread)
+            _RUNNING[self] = threading.get_ident()
         try:
             await self._run()
         finally:

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from naiad.actors.worker import at_safe_point, on_safe_points
+from naiad.actors.worker import at_safe_point, exclusive_safe_point, on_safe_points
 from naiad.differential.lattice import advance_by, frontier_rows, time_of
 from naiad.transport.codec import object_column, register_columnar
 
@@ -172,8 +172,9 @@ class Interner:
     Limits: a holder keeps its codes until it is freed (one in a reference cycle, until
     Python's cyclic collector runs); a column of codes kept apart from its holder (taken out
     of a batch) is not protected; while a runtime runs in another thread nothing is collected
-    (no moment is known safe there); and a freed value seen again decodes to the form it is
-    seen in then.
+    (no moment is known safe there; one that starts there waits for a collection under way);
+    code of another thread that encodes outside a runtime is not protected; and a freed value
+    seen again decodes to the form it is seen in then.
 
     >>> codes = INTERNER.encode(np.array(["x", "y", "x"], dtype=object))
     >>> bool(codes[0] == codes[2]), INTERNER.decode(codes).tolist()
@@ -256,12 +257,18 @@ class Interner:
         >>> interner.collect(), len(interner), interner.decode(kept.codes).tolist()
         (1, 1, ['kept'])
         """
-        if not at_safe_point():
-            raise RuntimeError(
-                "Interner.collect: not at a safe point (an operator callback is under way, "
-                "or a runtime runs in another thread): arrays of codes it holds are not "
-                "registered holders, so their values could be freed"
-            )
+        # no runtime may start in another thread while it runs: its new batches and codes
+        # would escape the marking
+        with exclusive_safe_point() as safe:
+            if not safe:
+                raise RuntimeError(
+                    "Interner.collect: not at a safe point (an operator callback is under "
+                    "way, or a runtime runs in another thread): arrays of codes it holds are "
+                    "not registered holders, so their values could be freed"
+                )
+            return self._collect()
+
+    def _collect(self) -> int:
         values, n = self.values, len(self.values)
         live = np.zeros(n, dtype=bool)
         holders = []

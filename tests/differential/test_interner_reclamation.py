@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import sys
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -365,3 +366,46 @@ def test_collections_after_a_peak_cost_the_codes_in_use() -> None:
     fresh = interner.encode(np.array(["x", "p3", 2.0, 2], dtype=object))
     assert interner.decode(fresh).tolist() == ["x", "p3", 2, 2]
     assert len(interner.values) == peak  # freed codes are taken again, not appended
+
+
+def test_no_runtime_starts_in_another_thread_during_a_collection() -> None:
+    """A collection checked that no runtime ran in another thread, then ran: one starting
+    meanwhile encoded values and made batches while it marked and swept, so codes of its
+    new batches could be freed and given to other values (two threads, 60 s of churn:
+    ``('b33.0!', 'b33.299!')`` came out of an arrangement of ``('b33.0', 'b33.0!')``), or
+    the collection failed (``IndexError``: codes beyond the table it had sized). A runtime
+    that starts in another thread now waits for the collection to end."""
+    built, finished = threading.Event(), threading.Event()
+    words = [f"t{i}" for i in range(50)]
+    out: list[Any] = []
+
+    def other_thread() -> None:
+        def build(scope: Any) -> Any:
+            built.set()
+            records = [((w, w + "!"), 1) for w in words]
+            return Collection.from_epochs(scope, [records]).arrange_by_key().as_collection()
+
+        out.extend(naiad.run(lambda s: build(s).changes()))
+        finished.set()
+
+    class Slow:
+        """A holder whose listing waits for the other thread's runtime (or 3 s)."""
+
+        ran_meanwhile: bool | None = None
+
+        def interned_columns(self) -> list[np.ndarray]:
+            if Slow.ran_meanwhile is None:  # (the first collection only)
+                thread.start()
+                built.wait(10)
+                Slow.ran_meanwhile = finished.wait(3)
+            return []
+
+    thread = threading.Thread(target=other_thread)
+    slow = Slow()
+    INTERNER.hold(slow)
+    INTERNER.collect()
+    del slow
+    thread.join(20)
+    assert Slow.ran_meanwhile is False  # it waited
+    got = Counter(r for part in out for r, _, d in part for _ in range(d))
+    assert got == Counter((w, w + "!") for w in words)
