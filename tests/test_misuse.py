@@ -586,3 +586,40 @@ def test_a_connect_timeout_that_is_not_a_number_of_seconds_is_refused(timeout: A
         naiad.Runtime(connect_timeout=timeout)
     assert naiad.Runtime(connect_timeout=0.5).connect_timeout == 0.5
     still_works()
+
+
+class SendsAScalarArray(naiad.Vertex):
+    def on_recv(self, port: int, cap: naiad.Capability, batch: Any) -> None:
+        self.send(cap, np.asarray(batch[0]))
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_0d_array_is_refused_as_one_value_not_a_batch(workers: int) -> None:
+    """Regression: a 0-d numpy array (one value) as an epoch, an input's batch or an
+    operator's output failed with numpy's "len() of unsized object" or "too many indices for
+    array" (h21), which named neither the operator nor the remedy."""
+    with pytest.raises(TypeError, match="from_epochs: epoch 1 is a 0-d numpy array, one value"):
+        naiad.run(lambda s: s.from_epochs([[], np.array(5)]).collect(), workers=workers)
+    with pytest.raises(
+        TypeError, match=r"operator 'Scalar' sent ndarray array\(7\), which has no length"
+    ):
+        naiad.run(
+            lambda s: s.from_epochs([[7]]).unary(SendsAScalarArray(), name="Scalar").collect(),
+            workers=workers,
+        )
+
+    async def an_input() -> list[Any]:
+        async with naiad.Runtime(workers=workers) as rt:
+            df = rt.dataflow(lambda s: (lambda h, st: (h, st.collect()))(*s.new_input()))
+            handle = df.results[0][0]
+            with pytest.raises(TypeError, match=r"a 0-d numpy array is one value, not a batch"):
+                handle.send(np.array(5))
+            handle.send(np.atleast_1d(np.array(5)))  # nothing lost: the handle still works
+            for h, _ in df.results[1:]:
+                h.close()
+            handle.close()
+            await df.finished()
+            return [(t, int(r)) for _, got in df.results for t, r in got]
+
+    assert asyncio.run(an_input()) == [(0, 5)]
+    still_works()

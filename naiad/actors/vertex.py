@@ -208,8 +208,15 @@ class OutputPort:
                 f"operator {shard.name!r} sent {type(batch).__name__} {batch!r:.80}: a batch is "
                 f"a list, a numpy array or another sized collection of records"
             )
-        if len(batch) == 0:
-            return
+        try:
+            if len(batch) == 0:
+                return
+        except TypeError:  # sized by its class but not itself: a 0-d numpy array
+            raise TypeError(
+                f"operator {shard.name!r} sent {type(batch).__name__} {batch!r:.80}, which has "
+                f"no length (a 0-d array is one value): send a batch of records, such as "
+                f"[value] or numpy.atleast_1d(value)"
+            ) from None
         fan_out(self.pushers, time, batch)
 
 

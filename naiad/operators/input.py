@@ -253,6 +253,11 @@ def prepared_batch(batch: Any, what: str) -> Any:
         return batch.copy()
     if not hasattr(batch, "__len__"):
         return list(batch)
+    if getattr(batch, "ndim", 1) == 0:
+        raise TypeError(
+            f"{what}: a 0-d numpy array is one value, not a batch of records: send "
+            f"[value] or numpy.atleast_1d(value)"
+        )
     return batch
 
 
@@ -272,6 +277,11 @@ def check_ordered(batch: Any, epoch: int, name: str) -> None:
         raise TypeError(
             f"{name}: epoch {epoch} is a {type(batch).__name__}, not a sequence of records: "
             f"give a list, a tuple or a numpy array (the workers split it by position)"
+        )
+    if getattr(batch, "ndim", 1) == 0:
+        raise TypeError(
+            f"{name}: epoch {epoch} is a 0-d numpy array, one value, not a sequence of "
+            f"records: give [value] or numpy.atleast_1d(value)"
         )
 
 
