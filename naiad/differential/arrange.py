@@ -12,7 +12,7 @@ Records are rows of columns: the first column is the key, the others the value.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,7 +22,13 @@ from naiad.actors.vertex import StatelessVertex, Vertex
 from naiad.dataflow.channels import Exchange, Pipeline
 from naiad.differential import lattice
 from naiad.differential.trace import Batch, Spine, TraceHandle
-from naiad.differential.updates import Updates, route, route_by_record
+from naiad.differential.updates import (
+    Updates,
+    records_of,
+    route,
+    route_by_record,
+    updates_from_rows,
+)
 from naiad.operators.input import ImportVertex
 from naiad.progress.antichain import TimeQueue
 from naiad.progress.capability import Capability
@@ -163,13 +169,29 @@ class ArrangeVertex(Vertex):
         self.times = TimeQueue(state)
 
 
-class _AsCollection(StatelessVertex):
-    def __init__(self, spine: Spine) -> None:
-        self.spine = spine
+class _ReadBatches(StatelessVertex):
+    """Sends ``read(batch)`` (an ``Updates``) for every arranged batch that arrives: the
+    arrangement's batches read as a collection, nothing re-arranged."""
+
+    def __init__(self, read: Callable[[Batch], Updates]) -> None:
+        self.read = read
 
     def on_recv(self, port: int, cap: Capability, batch: Batch) -> None:
         if len(batch):
-            self.send(cap, batch_updates(batch))
+            out = self.read(batch)
+            if len(out):
+                self.send(cap, out)
+
+
+def handed_values(columns: Sequence[np.ndarray], n: int) -> list[Any]:
+    """The values of ``n`` records whose value columns are ``columns``, as ``reduce`` hands
+    them over: the one column's values, tuples of several columns' fields, ``()`` for
+    records that are keys only.
+
+    >>> handed_values([np.array([1, 2])], 2), handed_values([], 2)
+    ([1, 2], [(), ()])
+    """
+    return records_of(columns) if len(columns) else [()] * n
 
 
 def batch_updates(batch: Batch) -> Updates:
@@ -272,10 +294,75 @@ class Arranged:
         return enter_arranged(self, loop, name, counters)
 
     def as_collection(self, name: str = "as_collection") -> Collection:
+        return self._read(batch_updates, name)
+
+    def _read(self, read: Callable[[Batch], Updates], name: str) -> Collection:
+        """The collection of ``read(batch)`` for every batch of this arrangement."""
         from naiad.differential.collection import Collection
 
-        node = self.scope.add_operator(name, _AsCollection(self.spine), [(self.stream, Pipeline())])
+        node = self.scope.add_operator(name, _ReadBatches(read), [(self.stream, Pipeline())])
         return Collection(self.stream.derive(node))
+
+    def filter(self, predicate: Callable[[Any, Any], Any], name: str = "filter") -> Collection:
+        """The records for which ``predicate(key, value)`` holds, read from this arrangement's
+        batches as they arrive (nothing re-arranged; differential dataflow's
+        ``Arranged::filter``, out as a collection). A value is what ``reduce`` hands over (as
+        for :meth:`join_map`): the one field after the key, a tuple of the fields after it
+        if there are several, ``()`` for a record that is a key only. One Python call per
+        update.
+
+        >>> import naiad
+        >>> from naiad.differential import Collection
+        >>> def build(scope):
+        ...     epochs = [[((1, "a"), 1), ((2, "b"), 1)], [((1, "a"), -1)]]
+        ...     c = Collection.from_epochs(scope, epochs)
+        ...     return c.arrange_by_key().filter(lambda k, v: k == 1).changes()
+        >>> naiad.run(build)
+        [[((1, 'a'), 0, 1), ((1, 'a'), 1, -1)]]
+        """
+        from naiad.differential.collection import check_function
+
+        check_function(predicate, 2, name, "predicate(key, value)")
+
+        def keep(batch: Batch) -> Updates:
+            u = batch_updates(batch)
+            pairs = zip(u.data[0].tolist(), handed_values(u.data[1:], len(u)), strict=True)
+            return u.take(np.fromiter((bool(predicate(k, v)) for k, v in pairs), bool, len(u)))
+
+        return self._read(keep, name)
+
+    def flat_map(
+        self, f: Callable[[Any, Any], Iterable[Any]], name: str = "flat_map"
+    ) -> Collection:
+        """The records of ``f(key, value)`` (an iterable: none, one or several) for every
+        update of this arrangement, each at the update's time with its diff, read from the
+        batches as they arrive (differential dataflow's ``flat_map_ref``; values as for
+        :meth:`filter`). One Python call per update.
+
+        >>> import naiad
+        >>> from naiad.differential import Collection
+        >>> def build(scope):
+        ...     c = Collection.from_epochs(scope, [[((1, "ab"), 1)], [((1, "ab"), -1)]])
+        ...     return c.arrange_by_key().flat_map(lambda k, v: [(k, ch) for ch in v]).changes()
+        >>> naiad.run(build)
+        [[((1, 'a'), 0, 1), ((1, 'b'), 0, 1), ((1, 'a'), 1, -1), ((1, 'b'), 1, -1)]]
+        """
+        from naiad.differential.collection import check_function, iterable_result
+
+        check_function(f, 2, name, "f(key, value)")
+
+        def apply(batch: Batch) -> Updates:
+            u = batch_updates(batch)
+            out: list[Any] = []
+            rows: list[int] = []
+            pairs = zip(u.data[0].tolist(), handed_values(u.data[1:], len(u)), strict=True)
+            for row, (k, v) in enumerate(pairs):
+                for y in iterable_result(f(k, v), name, f"f({k!r}, {v!r})"):
+                    out.append(y)
+                    rows.append(row)
+            return updates_from_rows(out, rows, u.times, u.diffs)
+
+        return self._read(apply, name)
 
     def join(self, other: Arranged | Collection, name: str = "join") -> Collection:
         """``(key, *values, *other values)`` for every pair of records with equal keys.
@@ -403,6 +490,25 @@ class Arranged:
         from naiad.differential import reduce as r
 
         return self.reduce(r.ThresholdLogic(None), name).as_collection()
+
+    def threshold(self, f: Callable[[np.ndarray], Any], name: str = "threshold") -> Collection:
+        """Every record with multiplicity ``f(count)`` (``f`` maps a numpy array of non-zero
+        counts to as many integers), read from this arrangement as it is partitioned: by key
+        (as :meth:`count`; :meth:`Collection.threshold` routes by whole record instead).
+
+        >>> import naiad, numpy as np
+        >>> from naiad.differential import Collection
+        >>> def build(scope):
+        ...     c = Collection.from_epochs(scope, [[("a", 3), ("b", 1)], [("b", 2)]])
+        ...     return c.arrange_by_key().threshold(lambda n: np.minimum(n, 2)).changes()
+        >>> naiad.run(build)
+        [[('a', 0, 2), ('b', 0, 1), ('b', 1, 1)]]
+        """
+        from naiad.differential import reduce as r
+        from naiad.differential.collection import check_function
+
+        check_function(f, 1, name, "f(counts)")
+        return self.reduce(r.ThresholdLogic(f), name).as_collection()
 
     def count_total(self, name: str = "count_total") -> Collection:
         """:meth:`count` for totally ordered times (integer epochs, ``Lex`` loops): each batch

@@ -19,7 +19,7 @@ import numpy as np
 from naiad.actors.vertex import Vertex
 from naiad.dataflow.channels import Pipeline
 from naiad.differential import lattice
-from naiad.differential.arrange import check_keyed
+from naiad.differential.arrange import check_keyed, handed_values
 from naiad.differential.collection import iterable_result
 from naiad.differential.trace import (
     SMALL_KEYS,
@@ -32,7 +32,6 @@ from naiad.differential.updates import (
     INTERNER,
     Updates,
     columns_of,
-    records_of,
     rounds_as_float,
     take_rows,
     updates_from_rows,
@@ -198,8 +197,8 @@ class PairFunction:
         n = len(keys)
         triples = zip(
             keys.tolist(),
-            records_of(left) if left else [()] * n,
-            records_of(right) if right else [()] * n,
+            handed_values(left, n),
+            handed_values(right, n),
             strict=True,
         )
         if not self.many:
