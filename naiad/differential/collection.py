@@ -319,6 +319,34 @@ class Collection:
 
         return self._apply(keep, name)
 
+    def delay(self, f: Callable[[Any], Any], name: str = "delay") -> Collection:
+        """Every update at time ``f(time)`` instead of its own (differential dataflow's
+        ``Collection::delay``): ``f`` maps a time of this scope to one at or after it (an
+        earlier one, or one of another shape, fails the dataflow with an error naming this
+        operator). One call of ``f`` per distinct time of a batch; the updates leave at once,
+        in their message (an update may lie later than its message), and the operators
+        downstream keep each at its new time. To round epochs up to a window's end, say:
+
+        >>> import naiad
+        >>> def build(scope):
+        ...     c = Collection.from_epochs(scope, [[("a", 1)], [("b", 1)], [("a", -1)]])
+        ...     return c.delay(lambda t: t - t % 2 + 1).consolidate().changes()
+        >>> naiad.run(build)
+        [[('a', 1, 1), ('b', 1, 1), ('a', 3, -1)]]
+        """
+        from naiad.operators.delay import delayed_time
+
+        check_function(f, 1, name, "f(time)")
+        lex, scope_depth = lattice.scope_lex(self.scope), self.scope.depth
+
+        def retime(u: Updates) -> Updates:
+            rows, where = np.unique(u.times, axis=0, return_inverse=True)
+            olds = [lattice.time_of(row, lex) for row in rows]
+            news = [delayed_time(f(t), t, f"delay {name!r}", "f(time)") for t in olds]
+            return Updates(u.data, time_matrix(news, scope_depth)[where.reshape(-1)], u.diffs)
+
+        return self._apply(retime, name)
+
     def negate(self, name: str = "negate") -> Collection:
         """Every change with its sign flipped."""
         return self._apply(Updates.negate, name)

@@ -86,14 +86,7 @@ class DelayVertex(Vertex):
 
     def _checked(self, new: Any, time: Any, record: Any) -> Any:
         what = "f(time)" if record is None else f"f(record, time) for record {record!r:.80}"
-        if not same_shape(new, time):
-            new = as_time_like(new, time, f"{self.kind} {self.name!r}: {what}")
-        if not le(time, new):
-            raise ValueError(
-                f"{self.kind} {self.name!r}: {what} at time {time!r} returned {new!r}, which is "
-                f"not at or after {time!r}; a record can only be delayed to a later time"
-            )
-        return new
+        return delayed_time(new, time, f"{self.kind} {self.name!r}", what)
 
     @property
     def kind(self) -> str:
@@ -111,6 +104,27 @@ class DelayVertex(Vertex):
         else:
             for batch in held:
                 self.send(cap, batch)
+
+
+def delayed_time(new: Any, time: Any, operator: str, what: str) -> Any:
+    """``new``, what ``what`` returned for ``time``, checked as a time of ``time``'s shape at
+    or after it; an error naming ``operator`` otherwise.
+
+    >>> delayed_time(5, 3, "delay 'd'", "f(time)")
+    5
+    >>> delayed_time(2, 3, "delay 'd'", "f(time)")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: delay 'd': f(time) at time 3 returned 2, which is not at or after 3; ...
+    """
+    if not same_shape(new, time):
+        new = as_time_like(new, time, f"{operator}: {what}")
+    if not le(time, new):
+        raise ValueError(
+            f"{operator}: {what} at time {time!r} returned {new!r}, which is not at or after "
+            f"{time!r}; a record can only be delayed to a later time"
+        )
+    return new
 
 
 def _build(stream: Stream, f: Any, per_record: bool, name: str) -> Stream:
