@@ -5,6 +5,7 @@ from naiad.differential.collection import Collection, InputSession
 from naiad.differential.iterate import Variable
 from naiad.differential.trace import Batch, Cursor, Spine, TraceHandle
 from naiad.differential.updates import Updates, stable_hash
+from naiad.differential.upsert import arrange_from_upsert
 from naiad.differential.view import View
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "Updates",
     "Variable",
     "View",
+    "arrange_from_upsert",
     "import_trace",
     "stable_hash",
 ]

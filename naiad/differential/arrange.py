@@ -118,12 +118,16 @@ class ArrangeVertex(Vertex):
     def on_recv(self, port: int, cap: Capability, batch: Updates) -> None:
         if len(batch):
             for t, part in batch.by_time(self.spine.lex):
-                parts = self.pending.get(t)
-                if parts is None:
-                    parts = self.pending[t] = []
-                    self.times.add(t)
-                parts.append(part)
+                self.stash(t, part)
             self.held.add(cap)
+
+    def stash(self, t: Any, part: Any) -> None:
+        """Keeps ``part`` (of what arrived) until time ``t`` completes."""
+        parts = self.pending.get(t)
+        if parts is None:
+            parts = self.pending[t] = []
+            self.times.add(t)
+        parts.append(part)
 
     def on_frontier(self) -> None:
         spine = self.spine
@@ -138,18 +142,12 @@ class ArrangeVertex(Vertex):
                 # one batch per held capability: a time goes to the first held time (in row
                 # order) at or before it
                 caps = sorted(self.held.caps, key=lambda c: lattice.time_row(c.time, spine.depth))
-                groups: dict[int, list[Updates]] = {}
+                groups: dict[int, list[Any]] = {}
                 for t in ready:
                     i = next(i for i, c in enumerate(caps) if less_equal(c.time, t))
-                    groups.setdefault(i, []).extend(self.pending.pop(t))
+                    groups.setdefault(i, []).append(t)
                 for i in sorted(groups):
-                    parts = groups[i]
-                    part = parts[0].concat(*parts[1:]) if len(parts) > 1 else parts[0]
-                    if not self.whole and len(part.data) == 1 and part.data[0].dtype == object:
-                        one_shape(part.data[0])
-                    batch = spine.insert_updates(
-                        part.data[0], part.data[1:], part.times, part.diffs, upper=frontier
-                    )
+                    batch = self.seal(groups[i], frontier)
                     sealed = True
                     if len(batch):
                         self.send(caps[i], batch)
@@ -160,6 +158,17 @@ class ArrangeVertex(Vertex):
             spine.advance_upper(frontier)
         if not len(frontier):
             spine.idle_merge()
+
+    def seal(self, times: list[Any], upper: np.ndarray) -> Batch:
+        """Inserts the updates pending at ``times`` (complete, least first) into the spine as
+        one batch with upper frontier ``upper``, and returns it."""
+        parts = [part for t in times for part in self.pending.pop(t)]
+        part = parts[0].concat(*parts[1:]) if len(parts) > 1 else parts[0]
+        if not self.whole and len(part.data) == 1 and part.data[0].dtype == object:
+            one_shape(part.data[0])
+        return self.spine.insert_updates(
+            part.data[0], part.data[1:], part.times, part.diffs, upper=upper
+        )
 
     def checkpoint(self) -> Any:
         return self.pending

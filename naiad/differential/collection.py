@@ -215,6 +215,22 @@ class Collection:
             batches.append(Updates(columns, times, integer_diffs(d, n)))
         return Collection(scope.from_epochs(batches, name))
 
+    @staticmethod
+    def from_upserts(stream: Stream, name: str = "arrange_from_upsert") -> Arranged:
+        """The arrangement by key of each key's latest value, from a timely stream of
+        ``(key, value)`` upserts (``None`` deletes the key): :func:`arrange_from_upsert`.
+
+        >>> import naiad
+        >>> def build(scope):
+        ...     cdc = scope.from_epochs([[("k", "a"), ("k", "b")], [("k", None)]])
+        ...     return Collection.from_upserts(cdc).as_collection().changes()
+        >>> naiad.run(build)  # of two values at one time, the greatest wins
+        [[(('k', 'b'), 0, 1), (('k', 'b'), 1, -1)]]
+        """
+        from naiad.differential.upsert import arrange_from_upsert
+
+        return arrange_from_upsert(stream, name)
+
     # --- stateless operators -------------------------------------------------------------------
     def _apply(self, fn: Callable[[Updates], Updates], name: str) -> Collection:
         node = self.stream.scope.add_operator(name, _Apply(fn), [(self.stream, Pipeline())])

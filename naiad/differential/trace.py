@@ -344,12 +344,26 @@ class Spine:
         that was numeric so far and now brings Python objects switches the whole spine to codes
         for that column; so does one whose integers and floats would merge into floats that
         round some integer (beyond 2**53)."""
-        out = []
         if start == 0 and self.batches and len(columns) != self.width:
             raise ValueError(
                 f"arrangement {self.name!r}: records must all have the same number of fields "
                 f"(had {self.width}, now {len(columns)})"
             )
+        return self._encode(columns, start)
+
+    def stored_keys(self, keys: np.ndarray) -> np.ndarray:
+        """A column of keys as the key column is stored, to look them up in the batches:
+        as :meth:`encode` stores it (switching the spine's key column to codes if these keys
+        bring what the numeric column cannot hold, as their insertion would).
+
+        >>> s = Spine(depth=0)
+        >>> s.stored_keys(np.array([3, 1])).tolist(), s.encoded
+        ([3, 1], [False])
+        """
+        return self._encode([keys], 0)[0]
+
+    def _encode(self, columns: Sequence[np.ndarray], start: int) -> Columns:
+        out = []
         while len(self.encoded) < start + len(columns):
             self.encoded.append(None)
             self.kinds.append("")
