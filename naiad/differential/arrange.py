@@ -29,10 +29,11 @@ from naiad.differential.updates import (
     route_by_record,
     updates_from_rows,
 )
+from naiad.differential.views import AdvancedSpine
 from naiad.operators.input import ImportVertex
 from naiad.progress.antichain import TimeQueue
 from naiad.progress.capability import Capability
-from naiad.progress.timestamp import less_equal
+from naiad.progress.timestamp import as_time, less_equal
 
 if TYPE_CHECKING:
     from naiad.differential.collection import Collection
@@ -623,9 +624,10 @@ class _ImportVertex(ImportVertex):
     """Replays a spine of another dataflow: its current batches first, then new ones, until
     the source ends or ``close`` stops it."""
 
-    def __init__(self, spine: Spine, handle: TraceHandle) -> None:
+    def __init__(self, spine: Spine, handle: TraceHandle, view: AdvancedSpine | None) -> None:
         self.spine = spine
         self.handle = handle
+        self.view = view  # the spine as presented, its times advanced to a frontier (or None)
         self.cap: Capability | None = None
         self.queue: list[Batch] = []
         self.closed = False
@@ -636,6 +638,8 @@ class _ImportVertex(ImportVertex):
         if self.spine.stopped is not None:
             raise self._source_error(self.spine.stopped)
         self.cap = cap.retain()
+        if self.view is not None:  # nothing is presented before the frontier
+            self.cap.downgrade(int(self.view.frontier[:, 0].min()))
         # the imported history, compacted to what the source allows
         self.queue = list(self.spine.batches)
         self.spine.listeners.append(self._arrived)
@@ -679,8 +683,11 @@ class _ImportVertex(ImportVertex):
         cap = self.cap
         if cap is None or not cap.valid:
             return
+        view = self.view
         for batch in self.queue:
             if len(batch):  # sent at its least epoch: no update of a message precedes its time
+                if view is not None:
+                    batch = view.view(batch)
                 at = cap.delayed(max(int(batch.times[:, 0].min()), cap.time))
                 self.send(at, batch)
                 at.drop()  # an owned capability: held on, it would stop the frontier here
@@ -695,10 +702,44 @@ class _ImportVertex(ImportVertex):
         self.shard.worker.flush()
 
 
-def import_trace(handle: TraceHandle, scope: Any, name: str = "import") -> Arranged:
+def import_trace(
+    handle: TraceHandle, scope: Any, name: str = "import", *, frontier: Iterable[Any] | None = None
+) -> Arranged:
     """The arrangement behind ``handle`` as an arrangement of ``scope``'s dataflow (same workers,
     root scope, integer epochs): the present contents first, then every batch sealed later,
-    until the source dataflow ends or the importing one's ``close_inputs()`` stops it."""
+    until the source dataflow ends or the importing one's ``close_inputs()`` stops it.
+
+    With ``frontier`` (epochs, such as ``[5]``: differential dataflow's ``import_frontier``),
+    the arrangement is presented as of that frontier: every update's time is advanced to it,
+    so the history before it reads as one snapshot at the frontier, the import's output
+    starts there (a new dataflow can start at a later epoch without seeing older times),
+    and the readers of the import let the source compact its history up to the frontier.
+    The frontier must be at or after ``handle``'s logical compaction frontier (the trace may
+    be compacted that far already, so earlier times are not there to present).
+
+    >>> import asyncio, naiad
+    >>> from naiad.differential import Collection
+    >>> async def main():
+    ...     async with naiad.Runtime() as rt:
+    ...         def source(scope):
+    ...             session, c = Collection.new_input(scope)
+    ...             return session, c.arrange_by_key().trace
+    ...         df = rt.dataflow(source)
+    ...         session, trace = df.results[0]
+    ...         for epoch, word in enumerate(["a", "b", "c"]):
+    ...             session.insert(word)
+    ...             session.advance_to(epoch + 1)
+    ...         session.remove("a")
+    ...         session.close()
+    ...         await df.finished()
+    ...         later = rt.dataflow(lambda s: import_trace(trace, s, frontier=[2])
+    ...                                       .as_collection().changes())
+    ...         await later.finished()
+    ...         trace.close()
+    ...     return later.results[0]
+    >>> sorted(asyncio.run(main()))
+    [('a', 2, 1), ('a', 3, -1), ('b', 2, 1), ('c', 2, 1)]
+    """
     spine = handle.spine
     if scope.depth != 0 or spine.depth != 0:
         raise ValueError(
@@ -713,6 +754,33 @@ def import_trace(handle: TraceHandle, scope: Any, name: str = "import") -> Arran
             "build of the source dataflow returned: source.result(scope.index))"
         )
     check_keyed(spine, name, "an import into another dataflow")
-    reader = TraceHandle(spine, logical=handle.logical)
-    node = scope.add_operator(name, _ImportVertex(spine, reader), [])
-    return Arranged(scope.stream(node), spine)
+    rows = None if frontier is None else _import_frontier(handle, frontier, name)
+    if isinstance(spine, AdvancedSpine):  # the trace of an import as of a frontier
+        rows = spine.frontier if rows is None else spine.outer_rows(rows)
+        spine = spine.outer
+    view = None if rows is None else AdvancedSpine(spine, rows, f"{spine.name}@{name}")
+    logical = handle.logical if view is None else view.outer_rows(handle.logical)
+    reader = TraceHandle(spine, logical=logical)
+    node = scope.add_operator(name, _ImportVertex(spine, reader, view), [])
+    return Arranged(scope.stream(node), spine if view is None else view)
+
+
+def _import_frontier(handle: TraceHandle, frontier: Iterable[Any], name: str) -> np.ndarray:
+    """The frontier of an import as of a frontier, checked: epochs (integers), not empty, and
+    each at or after ``handle``'s logical compaction frontier."""
+    if isinstance(frontier, int | str | bytes) or not isinstance(frontier, Iterable):
+        raise TypeError(f"{name}: frontier must be a list of epochs, such as [5], not {frontier!r}")
+    times = [as_time(t, 0, f"{name}: an epoch of the frontier") for t in frontier]
+    if not times:
+        raise ValueError(
+            f"{name}: the frontier is empty (every time complete): nothing could be presented"
+        )
+    rows = lattice.frontier_rows([min(times)], 0)
+    logical = handle.logical
+    if logical is not None and not lattice.beyond(rows, logical).all():
+        raise ValueError(
+            f"{name}: frontier {sorted(times)} is before the trace's logical compaction "
+            f"frontier {[int(r[0]) for r in logical]}: its history may be compacted that far "
+            "already; import as of a frontier at or after it"
+        )
+    return rows
