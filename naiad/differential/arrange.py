@@ -21,6 +21,7 @@ from naiad.actors.supervision import DataflowStopped
 from naiad.actors.vertex import StatelessVertex, Vertex
 from naiad.dataflow.channels import Exchange, Pipeline
 from naiad.differential import lattice
+from naiad.differential.spine_views import AdvancedSpine
 from naiad.differential.trace import Batch, Spine, TraceHandle
 from naiad.differential.updates import (
     Updates,
@@ -29,7 +30,6 @@ from naiad.differential.updates import (
     route_by_record,
     updates_from_rows,
 )
-from naiad.differential.views import AdvancedSpine
 from naiad.operators.input import ImportVertex
 from naiad.progress.antichain import TimeQueue
 from naiad.progress.capability import Capability

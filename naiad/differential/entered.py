@@ -10,7 +10,7 @@ update at time ``t`` is, inside the loop, the same update at ``t`` extended with
 for the rows a reader takes (:meth:`EnteredBatch.take`, :meth:`EnteredBatch.take_times`), so
 a small delta joined against a large entered index costs its matches, not the index's rows.
 
-Compaction: a reader's :class:`~naiad.differential.views.ViewHandle` holds a real handle on
+Compaction: a reader's :class:`~naiad.differential.spine_views.ViewHandle` holds a real handle on
 the outer spine. A reader inside
 the loop that promises to read only at times in advance of an inner frontier ``F`` allows the
 outer trace to compact up to the outer parts of ``F``: an entered update at ``(t, 0)`` is at or
@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 
 from naiad.differential import lattice
+from naiad.differential.spine_views import BatchView, SpineView
 from naiad.differential.trace import Batch, Spine
 from naiad.differential.updates import Updates
-from naiad.differential.views import BatchView, SpineView
 from naiad.operators.scope import Scope
 
 Counters = Callable[[Updates], np.ndarray]
