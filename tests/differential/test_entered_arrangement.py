@@ -464,7 +464,8 @@ def test_an_entered_trace_reads_the_outer_history_at_loop_counter_zero() -> None
 
     handle, spine = naiad.run(inner)[0]
     cursor = handle.cursor()
-    assert [(cursor.key(), cursor.values()) for _ in cursor] == [
+    # (interned values come in code order, which depends on what the process saw before)
+    assert [(cursor.key(), sorted(cursor.values())) for _ in cursor] == [
         (1, [("a", [(Product(Product(0, 0), 0), 1)]), ("b", [(Product(Product(1, 0), 0), 1)])])
     ]
     assert any(h is handle.base for h in spine.handles)  # the outer spine's own reader
