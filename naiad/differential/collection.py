@@ -891,12 +891,47 @@ def checked_columns(
 
 def updates_of_rows(rows: list[tuple[Any, Any, int]]) -> Updates:
     """``(record, time, diff)`` triples as a batch (records split into columns)."""
-    depth_ = depth(rows[0][1]) if rows else 0
-    return Updates(
-        columns_of([r for r, _, _ in rows]),
-        time_matrix((t for _, t, _ in rows), depth_),
-        integer_diffs([d for _, _, d in rows], len(rows)),
-    )
+    if not rows:
+        return staged_updates([], [], [], 0)
+    records, times, diffs = map(list, zip(*rows, strict=True))
+    return staged_updates(records, times, diffs, depth(times[0]))
+
+
+def staged_updates(records: list[Any], times: list[Any], diffs: list[Any], depth: int) -> Updates:
+    """Records, their times (of ``depth`` loop levels) and diffs, three lists of one length,
+    as a batch; the time matrix is one row repeated when every time is one (a session's
+    epoch: no conversion per record).
+
+    >>> staged_updates(["a", "b"], [3, 3], [1, -1], 0).to_records()
+    [('a', 3, 1), ('b', 3, -1)]
+    """
+    n = len(records)
+    if n and times.count(times[0]) == n:  # C-speed: one epoch's times are one object
+        matrix = time_matrix(times[:1], depth).repeat(n, axis=0)
+    else:
+        matrix = time_matrix(times, depth)
+    return Updates(columns_of(records), matrix, integer_diffs(diffs, n))
+
+
+_DIFF_MIN, _DIFF_MAX = -(2**63), 2**63 - 1
+_TRUSTED: frozenset[type] = frozenset({int})  # hashable, never NaN, sendable at any size
+_TRUSTED_LOCAL: frozenset[type] = frozenset({int, str})  # and str, when nothing is encoded
+
+
+def checked_diff(diff: Any) -> int:
+    """A diff as an int, refused unless it is an integer (not a bool) within int64: flush
+    would fail on it, and keep failing.
+
+    >>> checked_diff(True)
+    Traceback (most recent call last):
+    ...
+    TypeError: a diff is an integer, not True
+    """
+    if not isinstance(diff, int | np.integer) or isinstance(diff, bool):
+        raise TypeError(f"a diff is an integer, not {diff!r}")
+    if not _DIFF_MIN <= diff <= _DIFF_MAX:
+        raise OverflowError(f"diff {diff} is beyond int64, the type of every multiplicity")
+    return int(diff)
 
 
 class InputSession:
@@ -910,7 +945,14 @@ class InputSession:
     def __init__(self, handle: InputHandle, scope_depth: int) -> None:
         self.handle = handle
         self._depth = scope_depth
-        self._staged: list[tuple[Any, Any, int]] = []
+        # staged updates, one entry each in three lists (no tuple per update)
+        self._records: list[Any] = []
+        self._times: list[Any] = []
+        self._diffs: list[int] = []
+        # record (and tuple field) types that pass check_record and check_sendable without a
+        # look: int always; str too once a check has shown that nothing is encoded (no other
+        # process; a str with a lone surrogate cannot be encoded)
+        self._trusted: frozenset[type] = _TRUSTED
         handle.before_close.append(self.flush)  # closed by the runtime at its end, say
 
     @property
@@ -919,7 +961,16 @@ class InputSession:
 
     def update(self, record: Any, diff: int) -> None:
         """Stages a change of ``record``'s multiplicity by ``diff`` at the current epoch."""
-        self._stage(record, self.handle.epoch, diff)
+        # the hot path of per-record input: checks inline, one Python call when the record
+        # is an int (or a str) and the diff an int within int64
+        epoch = self.handle.epoch
+        if diff.__class__ is not int or not _DIFF_MIN <= diff <= _DIFF_MAX:
+            diff = checked_diff(diff)
+        if record.__class__ not in self._trusted:
+            self._check(record)
+        self._records.append(record)
+        self._times.append(epoch)
+        self._diffs.append(diff)
 
     def update_at(self, record: Any, time: Any, diff: int) -> None:
         """Stages a change of ``record``'s multiplicity by ``diff`` at ``time``, which must
@@ -964,26 +1015,34 @@ class InputSession:
             ) from None
         return at
 
-    def _stage(self, record: Any, time: Any, diff: int) -> None:
-        if not isinstance(diff, int | np.integer) or isinstance(diff, bool):
-            raise TypeError(f"a diff is an integer, not {diff!r}")
-        if not -(2**63) <= diff < 2**63:  # refused here: flush would fail, and keep failing
-            raise OverflowError(f"diff {diff} is beyond int64, the type of every multiplicity")
+    def _stage(self, record: Any, time: Any, diff: Any) -> None:
+        diff = checked_diff(diff)
+        self._check(record)
+        self._records.append(record)
+        self._times.append(time)
+        self._diffs.append(diff)
+
+    def _check(self, record: Any) -> None:
+        if record.__class__ is tuple and self._trusted.issuperset(map(type, record)):
+            return  # fields of trusted types (in C): hashable, never NaN, sendable
         check_record(record)
         if self.handle.spans_processes:
             check_sendable(record)  # flush would fail on it, after staging what came before
-        self._staged.append((record, time, int(diff)))
+        else:
+            self._trusted = _TRUSTED_LOCAL
 
     def insert(self, record: Any) -> None:
+        """Stages one more ``record`` at the current epoch (``update(record, 1)``)."""
         self.update(record, 1)
 
     def remove(self, record: Any) -> None:
+        """Stages one less ``record`` at the current epoch (``update(record, -1)``)."""
         self.update(record, -1)
 
     def flush(self) -> None:
-        if self._staged:
-            self.handle.send(updates_of_rows(self._staged))
-            self._staged = []
+        if self._records:
+            self.handle.send(staged_updates(self._records, self._times, self._diffs, self._depth))
+            self._records, self._times, self._diffs = [], [], []
 
     def send_columns(
         self, columns: tuple[np.ndarray, ...], diffs: np.ndarray | None = None

@@ -75,7 +75,10 @@ class InputHandle:
     @property
     def epoch(self) -> Any:
         """The epoch at which ``send`` emits."""
-        return self._live().time
+        cap = self._vertex.cap
+        if self._failure is None and cap is not None and cap.valid:  # (per record: no call)
+            return cap.time
+        return self._live().time  # raises why not
 
     @property
     def closed(self) -> bool:
