@@ -261,12 +261,14 @@ class Collection:
 
         def apply(u: Updates) -> Updates:
             out: list[Any] = []
-            index: list[int] = []
-            for i, x in enumerate(records_of(u.data)):
-                for y in f(x):
-                    out.append(y)
-                    index.append(i)
-            return updates_from_rows(out, index, u.times, u.diffs)
+            ends: list[int] = []  # len(out) after each input record's outputs
+            extend, end = out.extend, ends.append
+            for x in records_of(u.data):
+                extend(f(x))  # the outputs in C; a Python step per input record only
+                end(len(out))
+            ends_at = np.array(ends, dtype=np.int64)
+            rows = np.repeat(np.arange(len(u)), ends_at - np.r_[0, ends_at[:-1]])
+            return updates_from_rows(out, rows, u.times, u.diffs)
 
         return self._apply(apply, name)
 
@@ -306,8 +308,8 @@ class Collection:
         """The records ``predicate`` accepts."""
 
         def keep(u: Updates) -> Updates:
-            rows = records_of(u.data)
-            return u.take(np.fromiter((bool(predicate(x)) for x in rows), bool, len(u)))
+            verdicts = [predicate(x) for x in records_of(u.data)]
+            return u.take(np.fromiter(map(bool, verdicts), bool, len(u)))
 
         return self._apply(keep, name)
 

@@ -21,6 +21,8 @@ import numbers
 import weakref
 import zlib
 from collections.abc import Iterable, Sequence
+from itertools import repeat
+from operator import itemgetter
 from typing import Any, Protocol
 
 import numpy as np
@@ -32,6 +34,10 @@ from naiad.transport.codec import object_column, register_columnar
 
 def _column(values: Sequence[Any]) -> np.ndarray:
     """A numeric column where numpy can make one, else an ``object`` column."""
+    if values and values[0].__class__ in _NEVER_NUMERIC:
+        # numpy would make a str, bytes or 2-d array of them (a pass over every value, and a
+        # copy of every string), only for it to be refused below
+        return object_column(values)
     try:
         array = np.asarray(values)
     except ValueError:  # ragged values (tuples of different shapes, mixed types)
@@ -45,6 +51,10 @@ def _column(values: Sequence[Any]) -> np.ndarray:
         array = object_column(values)
     return no_uint64(array)
 
+
+_NEVER_NUMERIC = frozenset({str, bytes, tuple})
+"""Types of a first value with which a column cannot be numeric: with a str or bytes value
+numpy makes a string array, with a tuple a 2-d one (or none)."""
 
 EXACT_INTS = 2**53
 """float64 holds every integer up to this magnitude exactly, and rounds some beyond it."""
@@ -117,8 +127,13 @@ def columns_of(values: Sequence[Any]) -> tuple[np.ndarray, ...]:
     """
     if values and isinstance(values[0], tuple):
         width = len(values[0])
-        if width > 1 and all(isinstance(v, tuple) and len(v) == width for v in values):
-            return tuple(_column([v[i] for v in values]) for i in range(width))
+        # the checks and the split in C loops (map), not a Python step per record
+        if (
+            width > 1
+            and all(map(isinstance, values, repeat(tuple)))
+            and list(map(len, values)).count(width) == len(values)
+        ):
+            return tuple(_column(list(map(itemgetter(i), values))) for i in range(width))
     return (_column(values),)
 
 
@@ -538,7 +553,7 @@ def take_rows(matrix: np.ndarray, index: np.ndarray | slice) -> np.ndarray:
 
 def updates_from_rows(
     records: list[Any],
-    rows: list[int],
+    rows: list[int] | np.ndarray,
     times: np.ndarray,
     diffs: np.ndarray,
     multipliers: list[int] | None = None,
@@ -576,9 +591,10 @@ def _codes(column: np.ndarray) -> np.ndarray:
     codes); numeric columns are used as they are."""
     if column.dtype != object:
         return column
+    # each value's code is the row where it first occurs (in C: map over setdefault)
     table: dict[Any, int] = {}
-    codes = np.fromiter((table.setdefault(v, len(table)) for v in column), np.int64, len(column))
-    return codes
+    n = len(column)
+    return np.fromiter(map(table.setdefault, column.tolist(), range(n)), np.int64, n)
 
 
 def time_groups(times: np.ndarray, lex: Sequence[bool] = ()) -> list[tuple[Any, Any]]:
@@ -607,6 +623,20 @@ def time_groups(times: np.ndarray, lex: Sequence[bool] = ()) -> list[tuple[Any, 
     starts = np.flatnonzero(change).tolist()
     ends = [*starts[1:], len(order)]
     return [(time_of(times[order[a]], lex), order[a:b]) for a, b in zip(starts, ends, strict=True)]
+
+
+def times_of(times: np.ndarray, lex: Sequence[bool] = ()) -> list[Any]:
+    """The timestamp of every row of a time matrix: ints at depth 0, and each distinct row
+    made a timestamp once (a batch holds few distinct times).
+
+    >>> times_of(np.array([[4], [2]])), times_of(np.array([[1, 2], [1, 2]]), lex=(True,))
+    ([4, 2], [Lex(outer=1, inner=2), Lex(outer=1, inner=2)])
+    """
+    if times.shape[1] == 1:
+        return times[:, 0].tolist()
+    rows = list(map(tuple, times.tolist()))
+    stamps = {row: time_of(row, lex) for row in set(rows)}
+    return list(map(stamps.__getitem__, rows))
 
 
 def time_matrix(times: Iterable[Any], depth: int) -> np.ndarray:
@@ -720,12 +750,13 @@ class Updates:
         return Updates(tuple(c[picked] for c in self.data), take_rows(self.times, picked), sums)
 
     def to_records(self, lex: Sequence[bool] = ()) -> list[tuple[Any, Any, int]]:
-        """The updates as ``(data, time, diff)`` triples (Python values)."""
-        data = records_of(self.data)
-        return [
-            (d, time_of(t, lex), int(r))
-            for d, t, r in zip(data, self.times.tolist(), self.diffs.tolist(), strict=True)
-        ]
+        """The updates as ``(data, time, diff)`` triples (Python values).
+
+        >>> Updates((np.array([1, 2]),), np.array([[0, 1], [0, 1]]), np.array([1, -1])).to_records()
+        [(1, Product(outer=0, inner=1), 1), (2, Product(outer=0, inner=1), -1)]
+        """
+        data, times = records_of(self.data), times_of(self.times, lex)
+        return list(zip(data, times, self.diffs.tolist(), strict=True))
 
     def __repr__(self) -> str:
         return f"Updates({len(self)} updates, {len(self.data)} fields, depth {self.depth})"

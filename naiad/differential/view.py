@@ -38,7 +38,7 @@ import numpy as np
 from naiad.actors.vertex import Vertex
 from naiad.differential import lattice
 from naiad.differential.trace import TAIL_BATCHES, TAIL_ROWS
-from naiad.differential.updates import Updates, merge_updates
+from naiad.differential.updates import Updates, merge_updates, records_of
 from naiad.operators.probe import ProbeHandle
 from naiad.progress.antichain import MutableAntichain
 from naiad.progress.capability import Capability
@@ -124,7 +124,7 @@ class View:
         u = self.runs[0]
         u = u.take(lattice.less_equal(u.times, row, self.lex))
         u = Updates(u.data, np.zeros((len(u), 1), dtype=np.int64), u.diffs).consolidate()
-        return {r: d for r, _, d in u.to_records()}
+        return dict(zip(records_of(u.data), u.diffs.tolist(), strict=True))
 
     @property
     def since(self) -> list[Any]:

@@ -29,7 +29,8 @@ def filter_records(
 
     def kept(batch: Any) -> Any:
         if isinstance(batch, np.ndarray):
-            return batch[np.fromiter((bool(predicate(x)) for x in batch), bool, len(batch))]
+            verdicts = [predicate(x) for x in batch]
+            return batch[np.fromiter(map(bool, verdicts), bool, len(batch))]
         return [x for x in batch if predicate(x)]
 
     return map_batch(stream, kept, name)

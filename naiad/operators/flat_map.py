@@ -18,4 +18,12 @@ def flat_map(stream: Stream, f: Callable[[Any], Iterable[Any]], name: str = "fla
     >>> naiad.run(lambda s: s.from_epochs([["a b", "c"]]).flat_map(str.split).collect())
     [[(0, 'a'), (0, 'b'), (0, 'c')]]
     """
-    return map_batch(stream, lambda batch: [y for x in batch for y in f(x)], name)
+
+    def flattened(batch: Any) -> list[Any]:
+        out: list[Any] = []
+        extend = out.extend
+        for x in batch:
+            extend(f(x))  # the outputs in C: a Python step per input record only
+        return out
+
+    return map_batch(stream, flattened, name)
