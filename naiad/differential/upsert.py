@@ -9,8 +9,9 @@ latest value, and changes by ``-(key, old) +(key, new)`` at each time a key's va
 Several upserts of one key at one time: the greatest value wins (Python's ordering), and
 any value wins over ``None`` (a deletion at the same time as a value is ignored), as in
 differential dataflow; so the result does not depend on the order in which the workers'
-upserts arrive. Values of one key and time that Python cannot order fail the dataflow with
-an error naming the operator. Equal values of different types (``1``, ``1.0``, ``True``) are
+upserts arrive. Values of one key and time that Python cannot order (or orders only partially,
+as frozensets by inclusion: none of them the greatest) fail the dataflow with an error
+naming the operator. Equal values of different types (``1``, ``1.0``, ``True``) are
 one value, as everywhere in an arrangement.
 
 How: upserts are routed to the worker of their key (the hash ``arrange_by_key`` routes by,
@@ -108,13 +109,19 @@ class UpsertVertex(ArrangeVertex):
         if len(present) <= 1:
             return present[0] if present else None
         try:
-            return max(present)
+            best = max(present)
+            # max of a partial order (frozensets: subset) is whichever came first of two
+            # incomparable values, so the result would depend on the order of arrival
+            beaten = next((v for v in present if not (v < best or v == best)), None)
+            if beaten is not None:
+                raise TypeError(f"neither of {best!r:.40} and {beaten!r:.40} is the greater")
         except TypeError as e:
             raise TypeError(
                 f"{self.label}: key {key!r} has several upserts at time {t!r} whose values "
                 f"cannot be ordered ({e}): the greatest value wins a tie, so the values of "
                 "one key must be comparable"
             ) from None
+        return best
 
     def _current(self, keys: list[Any]) -> dict[Any, Any]:
         """The current value of each of ``keys`` that has one (read from the spine)."""

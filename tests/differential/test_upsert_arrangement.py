@@ -202,6 +202,17 @@ def test_a_collection_is_refused() -> None:
         ([(1, [2])], TypeError, r"cdc: record \(1, \[2\]\) is not hashable"),
         ([(1, float("nan"))], ValueError, r"cdc: record \(1, nan\) has a NaN field"),
         ([(1, "a"), (1, 2)], TypeError, r"cdc: key 1 has several upserts at time 0 whose values"),
+        # only partially ordered (by inclusion): max() picked whichever arrived first
+        (
+            [(1, frozenset({1})), (1, frozenset({2}))],
+            TypeError,
+            r"cdc: key 1 has several upserts at time 0 whose values cannot be ordered",
+        ),
+        (
+            [(1, frozenset({2})), (1, frozenset({1}))],
+            TypeError,
+            r"cdc: key 1 has several upserts at time 0 whose values cannot be ordered",
+        ),
     ],
 )
 def test_bad_upserts_fail_naming_the_operator(
