@@ -75,6 +75,21 @@ class Dataflow:
         self.workers = list(range(len(results))) if workers is None else workers
         """The global index of each local worker, as ``results`` lists them."""
 
+    @property
+    def by_worker(self) -> dict[int, Any]:
+        """What the build function returned, by global worker index (this process's
+        workers only): ``results`` paired with ``workers``.
+
+        >>> import naiad
+        >>> async def main():
+        ...     async with naiad.Runtime(workers=2) as rt:
+        ...         df = rt.dataflow(lambda scope: f"built on worker {scope.index}")
+        ...     return df.by_worker
+        >>> import asyncio; asyncio.run(main())
+        {0: 'built on worker 0', 1: 'built on worker 1'}
+        """
+        return dict(zip(self.workers, self.results, strict=True))
+
     def result(self, worker: int) -> Any:
         """What the build function returned on global worker ``worker``, one of this
         process's. ``results`` lists only this process's workers, so in a cluster
@@ -277,13 +292,34 @@ class Runtime:
 
     @property
     def peers(self) -> int:
-        """The number of workers in the whole cluster."""
+        """The number of workers in the whole cluster (``scope.peers`` in a build)."""
         return self.worker_count * self.process_count
 
     @property
-    def workers(self) -> list[Any]:
-        """The workers of the local processes."""
-        return [w for p in self.processes for w in p.workers]
+    def process_index(self) -> int:
+        """The index of this process in the cluster, from 0 to ``process_count - 1``: 0 in
+        the process that launched the others (and when there are none), ``p`` in member
+        ``p`` of a ``naiad run`` cluster. A simulated cluster (``transport="inproc"``) runs
+        every process in this one, so it is 0 there, and :attr:`workers` lists every worker:
+        a script that reads gathered results where ``rt.process_index == 0`` runs unchanged
+        on one process, simulated processes and real ones. Known before the runtime starts.
+
+        >>> import naiad
+        >>> rt = naiad.Runtime(workers=2, processes=3, transport="inproc")
+        >>> rt.process_index, rt.process_count, rt.worker_count, rt.peers, rt.workers
+        (0, 3, 2, 6, [0, 1, 2, 3, 4, 5])
+        """
+        member = self._member
+        return 0 if member is None else member.process
+
+    @property
+    def workers(self) -> list[int]:
+        """The global indices of the workers this runtime runs, in order (what
+        ``scope.index`` is in their builds, and what ``Dataflow.workers`` lists): worker
+        ``w`` of process ``p`` is ``p * worker_count + w``."""
+        local = self.peers if self.transport == "inproc" else self.worker_count
+        first = self.process_index * self.worker_count
+        return list(range(first, first + local))
 
     # --- lifecycle ---------------------------------------------------------------------------
     async def __aenter__(self) -> Runtime:
