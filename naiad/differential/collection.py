@@ -22,7 +22,7 @@ from __future__ import annotations
 import numbers
 from collections.abc import Callable, Iterable
 from inspect import signature as signature_of
-from typing import Any, cast
+from typing import Any, Literal, cast, overload
 
 import numpy as np
 
@@ -45,6 +45,7 @@ from naiad.differential.updates import (
     updates_from_rows,
 )
 from naiad.differential.view import View, ViewVertex
+from naiad.operators.gather import GatheredElsewhere, to_worker_zero
 from naiad.operators.input import InputError, InputHandle, check_ordered, check_reiterable
 from naiad.operators.probe import ProbeHandle
 from naiad.operators.stream import Stream
@@ -460,7 +461,7 @@ class Collection:
         # the first time that differs, not whichever a worker reached first
         changes = self.consolidate(name + ".consolidate").stream
         vertex = _AssertEmpty(lattice.scope_lex(self.scope), what)
-        self.stream.scope.add_operator(name, vertex, [(changes, _gathered())], outputs=0)
+        self.stream.scope.add_operator(name, vertex, [(changes, to_worker_zero())], outputs=0)
 
     # --- stateful ------------------------------------------------------------------------------
     def consolidate(self, name: str = "consolidate") -> Collection:
@@ -717,11 +718,40 @@ class Collection:
     def probe(self, name: str = "probe") -> ProbeHandle:
         return self.stream.probe(name)
 
-    def changes(self, name: str = "changes") -> list[tuple[Any, Any, int]]:
+    @overload
+    def changes(
+        self, name: str = "changes", *, gather: Literal[False] = False
+    ) -> list[tuple[Any, Any, int]]: ...
+
+    @overload
+    def changes(
+        self, name: str = "changes", *, gather: bool
+    ) -> list[tuple[Any, Any, int]] | GatheredElsewhere: ...
+
+    def changes(
+        self, name: str = "changes", *, gather: bool = False
+    ) -> list[tuple[Any, Any, int]] | GatheredElsewhere:
         """A list filling with this worker's ``(record, time, diff)`` changes, consolidated
-        per time, in time order, as times complete."""
+        per time, in time order, as times complete. With ``gather``, every worker's changes
+        go to worker 0, whose list holds the collection's changes consolidated across
+        workers; the other workers' results refuse to be read
+        (:class:`~naiad.operators.gather.GatheredElsewhere`).
+
+        >>> import naiad
+        >>> from naiad.differential import Collection
+        >>> def build(scope):
+        ...     c = Collection.from_epochs(scope, [[("a", 1), ("b", 1)], [("a", -1)]])
+        ...     return c.map(str.upper).changes(gather=True)
+        >>> naiad.run(build, workers=2)[0]
+        [('A', 0, 1), ('B', 0, 1), ('A', 1, -1)]
+        """
+        if not isinstance(gather, bool):
+            raise TypeError(f"changes {name!r}: gather must be True or False, not {gather!r}")
         vertex = _Changes(lattice.scope_lex(self.scope))
-        self.stream.scope.add_operator(name, vertex, [(self.stream, Pipeline())], outputs=0)
+        pact = to_worker_zero() if gather else Pipeline()
+        self.stream.scope.add_operator(name, vertex, [(self.stream, pact)], outputs=0)
+        if gather and self.scope.index != 0:
+            return GatheredElsewhere(f"changes {name!r}", self.scope.index, "changes(gather=True)")
         return vertex.out
 
     def view(self, gather: bool = True, name: str = "view", history: bool = True) -> View:
@@ -741,14 +771,9 @@ class Collection:
         if not isinstance(history, bool):
             raise TypeError(f"view {name!r}: history must be True or False, not {history!r}")
         view = View(lattice.scope_lex(self.scope), name, history, gathered=gather)
-        pact = _gathered() if gather else Pipeline()
+        pact = to_worker_zero() if gather else Pipeline()
         self.stream.scope.add_operator(name, ViewVertex(view), [(self.stream, pact)], outputs=0)
         return view
-
-
-def _gathered() -> Exchange:
-    """Every update sent to worker 0."""
-    return Exchange(keys=lambda u: np.zeros(len(u), dtype=np.int64))
 
 
 def integer_diffs(diffs: Any, n: int) -> np.ndarray:

@@ -39,6 +39,7 @@ from naiad.actors.vertex import Vertex
 from naiad.differential import lattice
 from naiad.differential.trace import TAIL_BATCHES, TAIL_ROWS
 from naiad.differential.updates import Updates, merge_updates, records_of
+from naiad.operators.gather import refusal
 from naiad.operators.probe import ProbeHandle
 from naiad.progress.antichain import MutableAntichain
 from naiad.progress.capability import Capability
@@ -140,12 +141,7 @@ class View:
         # without this, a script reading df.results[0]'s view answers correctly on one
         # process and reads {} in process 1 of a cluster, whose results[0] is worker W's
         if self.gathered and self.vertex is not None and self.vertex.index != 0:
-            raise ValueError(
-                f"view {self.name!r}: this is worker {self.vertex.index}'s share of a gathered "
-                f"view, which is empty: Collection.view() gathers every worker's records at "
-                f"worker 0; read worker 0's view (dataflow.result(0), in process 0 of a "
-                f"cluster), or make the view with gather=False and read every worker's share"
-            )
+            raise ValueError(refusal(f"view {self.name!r}", self.vertex.index, "Collection.view()"))
 
     # --- compaction ------------------------------------------------------------------------
     def set_logical_compaction(self, frontier: Iterable[Any]) -> None:

@@ -7,7 +7,7 @@ timely's ``dataflow/operators/``), so the runtime surface stays small.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from naiad.actors.vertex import Vertex
 from naiad.dataflow.channels import Pact
@@ -32,6 +32,7 @@ from naiad.operators import probe as probe_op
 from naiad.operators import reclock as reclock_op
 from naiad.operators import state_machine as state_machine_op
 from naiad.operators import subscribe as subscribe_op
+from naiad.operators.gather import GatheredElsewhere
 
 if TYPE_CHECKING:
     from naiad.operators.scope import Scope
@@ -144,15 +145,34 @@ class Stream(StreamCore):
         return probe_op.probe_with(self, handle, name)
 
     def subscribe(
-        self, callback: Callable[[Any, list[Any]], None], name: str = "subscribe"
+        self,
+        callback: Callable[[Any, list[Any]], None],
+        name: str = "subscribe",
+        *,
+        gather: bool = False,
     ) -> probe_op.ProbeHandle:
         """``callback(time, records)`` once per completed time, in time order; the handle's
-        ``wait(t)`` returns once the callbacks up to ``t`` have run on this worker."""
-        return subscribe_op.subscribe(self, callback, name)
+        ``wait(t)`` returns once the callbacks up to ``t`` have run on this worker. With
+        ``gather``, the callback runs at worker 0 only, with every worker's records."""
+        return subscribe_op.subscribe(self, callback, name, gather)
 
-    def collect(self, name: str = "collect") -> list[tuple[Any, Any]]:
-        """A list filling with ``(time, record)`` pairs as times complete."""
-        return subscribe_op.collect(self, name)
+    @overload
+    def collect(
+        self, name: str = "collect", *, gather: Literal[False] = False
+    ) -> list[tuple[Any, Any]]: ...
+
+    @overload
+    def collect(
+        self, name: str = "collect", *, gather: bool
+    ) -> list[tuple[Any, Any]] | GatheredElsewhere: ...
+
+    def collect(
+        self, name: str = "collect", *, gather: bool = False
+    ) -> list[tuple[Any, Any]] | GatheredElsewhere:
+        """A list filling with ``(time, record)`` pairs as times complete, in time order.
+        With ``gather``, worker 0's list holds every worker's records, and the other workers'
+        results refuse to be read (:class:`~naiad.operators.gather.GatheredElsewhere`)."""
+        return subscribe_op.collect(self, name, gather)
 
     def capture(self, name: str = "capture") -> capture_op.CaptureLog:
         """This worker's share of the stream as an event log (its messages and frontier

@@ -8,7 +8,8 @@ frontier is seen beyond it, unless the frontier was seen to jump over more than
 in that jump are; when the stream ends, the frontier empties at once and epochs
 after the last one seen cannot be told apart from epochs that never existed, so only those
 with records are reported. The callback runs on every worker, with that
-worker's share of the records (exchange to one worker first to see them all in one place).
+worker's share of the records; with ``gather=True`` every record goes to worker 0, where the
+callback runs with all of them, in time order (and never runs on the other workers).
 
 ``subscribe`` returns a :class:`~naiad.ProbeHandle` whose frontier moves only after the
 callbacks for the times before it have run on this worker, so a driver can
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from naiad.actors.vertex import Vertex
 from naiad.dataflow.channels import Pipeline
+from naiad.operators.gather import GatheredElsewhere, to_worker_zero
 from naiad.operators.probe import ProbeHandle
 from naiad.progress.antichain import Antichain
 from naiad.progress.capability import Capability
@@ -80,10 +82,15 @@ class SubscribeVertex(Vertex):
 
 
 def subscribe(
-    stream: Stream, callback: Callable[[Any, list[Any]], None], name: str = "subscribe"
+    stream: Stream,
+    callback: Callable[[Any, list[Any]], None],
+    name: str = "subscribe",
+    gather: bool = False,
 ) -> ProbeHandle:
     """Calls ``callback(time, records)`` once per completed time, in time order; returns a
-    handle whose ``wait(t)`` returns once the callbacks up to ``t`` have run here.
+    handle whose ``wait(t)`` returns once the callbacks up to ``t`` have run here. With
+    ``gather``, every worker's records go to worker 0 and the callback runs there only, with
+    all the records of each time.
 
     >>> import naiad
     >>> seen = []
@@ -91,14 +98,49 @@ def subscribe(
     ...     lambda t, rs: seen.append((t, rs))))
     >>> seen
     [(0, [1]), (1, []), (2, [2, 3])]
+    >>> seen = []
+    >>> _ = naiad.run(lambda s: s.from_epochs([[1], [2, 3]]).subscribe(
+    ...     lambda t, rs: seen.append((s.index, t, sorted(rs))), gather=True), workers=2)
+    >>> seen
+    [(0, 0, [1]), (0, 1, [2, 3])]
     """
+    if not callable(callback):
+        raise TypeError(f"subscribe {name!r}: callback must be a function, not {callback!r}")
+    _check_gather(gather, f"subscribe {name!r}")
+    if gather and stream.scope.index != 0:
+        callback = _nothing  # this worker receives nothing; worker 0 reports every time
     vertex = SubscribeVertex(callback, stream.scope.minimum(), stream.scope.depth)
-    stream.scope.add_operator(name, vertex, [(stream, Pipeline())], outputs=0)
+    pact = to_worker_zero() if gather else Pipeline()
+    stream.scope.add_operator(name, vertex, [(stream, pact)], outputs=0)
     return vertex.handle
 
 
-def collect(stream: Stream, name: str = "collect") -> list[tuple[Any, Any]]:
-    """A list that fills with ``(time, record)`` pairs as times complete, in time order."""
+def collect(
+    stream: Stream, name: str = "collect", gather: bool = False
+) -> list[tuple[Any, Any]] | GatheredElsewhere:
+    """A list that fills with ``(time, record)`` pairs as times complete, in time order:
+    this worker's share, or with ``gather`` every worker's, at worker 0 (on the other
+    workers, a :class:`~naiad.operators.gather.GatheredElsewhere` that refuses to be read).
+
+    >>> import naiad
+    >>> naiad.run(lambda s: s.from_epochs([[1, 2, 3], [4]]).collect(), workers=2)
+    [[(0, 1), (0, 3), (1, 4)], [(0, 2)]]
+    >>> out = naiad.run(lambda s: s.from_epochs([[1, 2, 3], [4]]).collect(gather=True), workers=2)
+    >>> sorted(out[0]), out[1]
+    ([(0, 1), (0, 2), (0, 3), (1, 4)], <collect 'collect' of worker 1: gathered at worker 0>)
+    """
+    _check_gather(gather, f"collect {name!r}")
     out: list[tuple[Any, Any]] = []
-    subscribe(stream, lambda t, rs: out.extend((t, r) for r in rs), name)
+    subscribe(stream, lambda t, rs: out.extend((t, r) for r in rs), name, gather)
+    if gather and stream.scope.index != 0:
+        return GatheredElsewhere(f"collect {name!r}", stream.scope.index, "collect(gather=True)")
     return out
+
+
+def _nothing(time: Any, records: list[Any]) -> None:
+    pass
+
+
+def _check_gather(gather: Any, what: str) -> None:
+    if not isinstance(gather, bool):
+        raise TypeError(f"{what}: gather must be True or False, not {gather!r}")
