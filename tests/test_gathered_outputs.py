@@ -1,10 +1,8 @@
-"""Gathered outputs and the cluster's shape as a script sees it.
-
-``collect(gather=True)``, ``subscribe(f, gather=True)`` and ``Collection.changes(gather=True)``
-hold every worker's records at worker 0, in time order, on 1 and 2 workers and on 2 simulated
-processes (checked against the records recomputed from the input); the other workers' results
-refuse to be read. Real processes over TCP: tests/cluster/test_gathered_outputs_tcp.py.
-"""
+"""Gathered outputs: ``collect(gather=True)``, ``subscribe(f, gather=True)``,
+``capture(gather=True)`` and ``Collection.changes(gather=True)`` hold every worker's records
+at worker 0, in time order, on 1 and 2 workers and on 2 simulated processes (checked against
+the records recomputed from the input); the other workers' results refuse to be read. Real
+processes over TCP: tests/cluster/test_gathered_outputs_tcp.py."""
 
 from __future__ import annotations
 
@@ -106,6 +104,36 @@ def test_subscribe_gather_calls_back_at_worker_0_once_per_time_with_every_record
     assert calls == [(0, t, sorted(rs)) for t, rs in enumerate(epochs)]
 
 
+@settings(max_examples=15, deadline=None)
+@given(epochs_of_ints, configs, configs)
+def test_capture_gather_logs_the_whole_stream_at_worker_0_and_replays_it(
+    epochs: list[list[int]], config: dict[str, int], again: dict[str, int]
+) -> None:
+    results, _ = asyncio.run(
+        fed_live(config, epochs, lambda _s, stream: stream.capture(gather=True))
+    )
+    log = results[0]
+    everything = Counter((t, r) for t, rs in enumerate(epochs) for r in rs)
+    assert Counter(log.records()) == everything
+    # the global frontier: from 0, only forward, to empty; no message after its time passed
+    steps = [f[0] if f else len(epochs) + 1 for f in log.frontiers()]
+    assert steps[0] == 0 and steps[-1] == len(epochs) + 1
+    assert steps == sorted(steps) and len(set(steps)) == len(steps)
+    frontier = 0
+    for event in log:
+        if event[0] == "progress":
+            frontier = next(iter(t for t, d in event[1] if d > 0), len(epochs) + 1)
+        else:
+            assert event[1] >= frontier
+    for w, result in enumerate(results[1:], 1):
+        assert_refused(result, w, "capture 'capture'")
+    replayed = naiad.run(lambda s: s.replay([log]).collect(gather=True), **again)[0]
+    assert Counter(replayed) == everything
+    if len(results) > 1:
+        with pytest.raises(ValueError, match="logs\\[1\\] is worker 1's share of a gathered"):
+            naiad.run(lambda s: s.replay(results).collect(), **again)
+
+
 changes_epochs = st.lists(
     st.lists(st.tuples(st.sampled_from("abcd"), st.integers(-2, 2)), max_size=8),
     min_size=1,
@@ -192,6 +220,7 @@ def test_gather_must_be_a_bool_and_a_callback_a_function() -> None:
     for make, what in (
         (lambda s: s.from_epochs([[1]]).collect(gather="yes"), "collect 'collect'"),
         (lambda s: s.from_epochs([[1]]).subscribe(print, gather=1), "subscribe 'subscribe'"),
+        (lambda s: s.from_epochs([[1]]).capture(gather=0), "capture 'capture'"),
         (lambda s: Collection.from_epochs(s, [[(1, 1)]]).changes(gather=None), "changes"),
     ):
         with pytest.raises(TypeError, match=f"{what}.*gather must be True or False"):

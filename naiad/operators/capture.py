@@ -31,6 +31,7 @@ from naiad.actors.supervision import DataflowStopped
 from naiad.actors.vertex import Vertex
 from naiad.dataflow.channels import Pipeline
 from naiad.dataflow.scope import BuildError
+from naiad.operators.gather import GatheredElsewhere, to_worker_zero
 from naiad.operators.input import ImportVertex
 from naiad.progress.antichain import MutableAntichain, le
 from naiad.progress.capability import Capability
@@ -319,17 +320,29 @@ class ReplayVertex(ImportVertex):
                 log._listeners.remove(self._wake)
 
 
-def capture(stream: Stream, name: str = "capture") -> CaptureLog:
+def capture(
+    stream: Stream, name: str = "capture", gather: bool = False
+) -> CaptureLog | GatheredElsewhere:
     """This worker's share of ``stream`` as a growing :class:`CaptureLog` (its messages and
-    the stream's frontier moves); ``naiad.run`` returns one per worker.
+    the stream's frontier moves); ``naiad.run`` returns one per worker. With ``gather``,
+    every worker's messages go to worker 0, whose log holds the whole stream (on the other
+    workers, a :class:`~naiad.operators.gather.GatheredElsewhere` that refuses to be read).
 
     >>> import naiad
     >>> logs = naiad.run(lambda s: s.from_epochs([[1, 2, 3]]).capture(), workers=2)
     >>> [log.records() for log in logs]
     [[(0, 1), (0, 3)], [(0, 2)]]
+    >>> logs = naiad.run(lambda s: s.from_epochs([[1, 2, 3]]).capture(gather=True), workers=2)
+    >>> sorted(logs[0].records()), logs[0].frontiers(), logs[1]
+    ([(0, 1), (0, 2), (0, 3)], [[0], []], <capture 'capture' of worker 1: gathered at worker 0>)
     """
+    if not isinstance(gather, bool):
+        raise TypeError(f"capture {name!r}: gather must be True or False, not {gather!r}")
     log = CaptureLog(minimum=stream.scope.minimum())
-    stream.scope.add_operator(name, CaptureVertex(log), [(stream, Pipeline())], outputs=0)
+    pact = to_worker_zero() if gather else Pipeline()
+    stream.scope.add_operator(name, CaptureVertex(log), [(stream, pact)], outputs=0)
+    if gather and stream.scope.index != 0:
+        return GatheredElsewhere(f"capture {name!r}", stream.scope.index, "capture(gather=True)")
     return log
 
 
@@ -391,6 +404,11 @@ def _as_log(log: Any, k: int, name: str, scope: ScopeCore) -> CaptureLog:
                 f"replay a log into a scope whose times have its stream's shape"
             )
         return log
+    if isinstance(log, GatheredElsewhere):
+        raise ValueError(
+            f"replay {name!r}: logs[{k}] is worker {log.worker}'s share of a gathered capture, "
+            f"which is empty: its records are in worker 0's log; replay that one alone"
+        )
     if isinstance(log, tuple) and log and isinstance(log[0], str):
         raise TypeError(
             f"replay {name!r}: logs[{k}] is an event, not a log: give a list of logs (to "

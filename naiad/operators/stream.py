@@ -174,10 +174,24 @@ class Stream(StreamCore):
         results refuse to be read (:class:`~naiad.operators.gather.GatheredElsewhere`)."""
         return subscribe_op.collect(self, name, gather)
 
-    def capture(self, name: str = "capture") -> capture_op.CaptureLog:
+    @overload
+    def capture(
+        self, name: str = "capture", *, gather: Literal[False] = False
+    ) -> capture_op.CaptureLog: ...
+
+    @overload
+    def capture(
+        self, name: str = "capture", *, gather: bool
+    ) -> capture_op.CaptureLog | GatheredElsewhere: ...
+
+    def capture(
+        self, name: str = "capture", *, gather: bool = False
+    ) -> capture_op.CaptureLog | GatheredElsewhere:
         """This worker's share of the stream as an event log (its messages and frontier
-        moves), growing while the dataflow runs; ``scope.replay(logs)`` plays logs back."""
-        return capture_op.capture(self, name)
+        moves), growing while the dataflow runs; ``scope.replay(logs)`` plays logs back.
+        With ``gather``, worker 0's log holds every worker's messages, and the other
+        workers' results refuse to be read."""
+        return capture_op.capture(self, name, gather)
 
     def aggregate(
         self,

@@ -1,8 +1,9 @@
 """On real processes over TCP (``naiad run``, two processes of two workers): each process
 knows its index and its global workers (``rt.process_index``, ``rt.workers``,
-``df.by_worker``) and feeds each of its workers' inputs by index; ``collect(gather=True)``
-and ``changes(gather=True)`` hold every process's records at worker 0, in process 0, and
-process 1's gathered results refuse to be read; the README's cluster example."""
+``df.by_worker``) and feeds each of its workers' inputs by index; ``collect(gather=True)``,
+``capture(gather=True)`` and ``changes(gather=True)`` hold every process's records at worker
+0, in process 0, and process 1's gathered results refuse to be read; the README's cluster
+example."""
 
 from __future__ import annotations
 
@@ -28,11 +29,12 @@ async def main():
             session, collection = Collection.new_input(scope)
             records = stream.exchange(lambda x: x).collect(gather=True)
             changes = collection.changes(gather=True)
-            return scope.index, handle, session, records, changes
+            log = stream.capture(gather=True)
+            return scope.index, handle, session, records, changes, log
 
         df = rt.dataflow(build)
         facts["built"] = {str(w): r[0] for w, r in df.by_worker.items()}
-        for w, (_, handle, session, _, _) in df.by_worker.items():
+        for w, (_, handle, session, *_) in df.by_worker.items():
             handle.send([10 * w + 1, 10 * w + 2])
             session.insert((w, "x"))
             handle.advance_to(1)
@@ -46,11 +48,13 @@ async def main():
     if rt.process_index == 0:
         facts["records"] = df.result(0)[3]
         facts["changes"] = df.result(0)[4]
+        facts["captured"] = df.result(0)[5].records()
+        facts["frontiers"] = df.result(0)[5].frontiers()
     refused = []
-    for w, (_, _, _, records, changes) in df.by_worker.items():
+    for w, (_, _, _, records, changes, log) in df.by_worker.items():
         if w == 0:
             continue
-        for result in (records, changes):
+        for result in (records, changes, log):
             try:
                 len(result)
             except ValueError as error:
@@ -79,13 +83,16 @@ def test_a_cluster_member_knows_its_workers_and_reads_gathered_results_in_proces
         + [(1, 10 * w + 3) for w in range(4)]
     )
     assert [t for t, _ in records] == sorted(t for t, _ in records)  # in time order
+    captured = [tuple(pair) for pair in first["captured"]]
+    assert sorted(captured) == sorted(records)
+    assert first["frontiers"] in ([[0], [1], []], [[0], []])  # the global frontier
     # consolidated over all four workers: "late" once with diff 4, every (w, "x") removed;
     # in time order, and within a time in the order of the records' reprs
     assert first["changes"] == [[[w, "x"], 0, 1] for w in range(4)] + [["late", 1, 4]] + [
         [[w, "x"], 1, -1] for w in range(4)
     ]
-    assert [w for w, _ in first["refused"]] == [1, 1]
-    assert [w for w, _ in second["refused"]] == [2, 2, 3, 3]
+    assert [w for w, _ in first["refused"]] == [1, 1, 1]
+    assert [w for w, _ in second["refused"]] == [2, 2, 2, 3, 3, 3]
     for _, message in first["refused"] + second["refused"]:
         assert "share of a gathered" in message and "rt.process_index is 0" in message
 
