@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from naiad.operators.gather import GatheredElsewhere
 from naiad.transport.codec import packb, unpackb
 
 ENV_OUTPUT = "NAIAD_HARNESS_OUTPUT"
@@ -65,8 +66,43 @@ def run_everywhere(
             raise RuntimeError(f"cluster run of {target} failed:\n{done.stderr[-4000:]}")
         results: list[Any] = []
         for index in range(processes):
-            results.extend(unpackb(Path(out, f"process-{index}.bin").read_bytes()))
+            results.extend(_decoded(unpackb(Path(out, f"process-{index}.bin").read_bytes())))
         return results
+
+
+_ELSEWHERE = "naiad.harness:GatheredElsewhere"
+"""The key of the one-entry dict that stands for a :class:`GatheredElsewhere` in a file."""
+
+
+def _encodable(value: Any) -> Any:
+    """``value`` with every :class:`GatheredElsewhere` (what a gathered collect, changes or
+    capture returns on the workers other than 0) inside plain tuples, lists and dicts replaced
+    by a dict the codec can write: the results of a gathered build are then read back as on
+    one process, instead of failing the member with "cannot send a GatheredElsewhere"."""
+    if isinstance(value, GatheredElsewhere):
+        return {_ELSEWHERE: [value.what, value.worker, value.method]}
+    kind = type(value)  # exact types: a namedtuple (a Product time, say) is kept as it is
+    if kind is tuple:
+        return tuple(_encodable(v) for v in value)
+    if kind is list:
+        return [_encodable(v) for v in value]
+    if kind is dict:
+        return {k: _encodable(v) for k, v in value.items()}
+    return value
+
+
+def _decoded(value: Any) -> Any:
+    """The inverse of :func:`_encodable`."""
+    kind = type(value)
+    if kind is dict:
+        if len(value) == 1 and _ELSEWHERE in value:
+            return GatheredElsewhere(*value[_ELSEWHERE])
+        return {k: _decoded(v) for k, v in value.items()}
+    if kind is tuple:
+        return tuple(_decoded(v) for v in value)
+    if kind is list:
+        return [_decoded(v) for v in value]
+    return value
 
 
 def _member_main() -> None:
@@ -75,7 +111,7 @@ def _member_main() -> None:
     target = sys.argv[1]
     results = run(load(target))
     index = os.environ["NAIAD_PROCESS"]
-    Path(os.environ[ENV_OUTPUT], f"process-{index}.bin").write_bytes(packb(results))
+    Path(os.environ[ENV_OUTPUT], f"process-{index}.bin").write_bytes(packb(_encodable(results)))
 
 
 if __name__ == "__main__":

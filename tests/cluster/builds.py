@@ -159,3 +159,17 @@ def mixed_values(scope: naiad.Scope) -> tuple[list[Any], list[Any], list[Any]]:
     keys = Collection.from_epochs(scope, [[((1, "t"), 1)]])
     sums = Collection.from_epochs(scope, [[(("s", 0.5), 1), (("s", 2), 2)], [(("s", 0.25), 1)]])
     return ints.join(others).changes(), keyed.semijoin(keys).changes(), sums.sum().changes()
+
+
+def gathered_outputs(scope: naiad.Scope) -> dict[str, Any]:
+    """A gathered collect and gathered changes (every worker's output at worker 0; the other
+    workers return a GatheredElsewhere), and a plain collect beside them."""
+    from naiad.differential import Collection
+
+    numbers = scope.from_epochs([[1, 2, 3, 4, 5], [6, 7]])
+    changes = Collection.from_epochs(scope, [[("a", 1), ("b", 1), ("a", 1)], [("a", -2)]])
+    return {
+        "worker": scope.index,
+        "both": (numbers.collect(gather=True), changes.changes(gather=True)),
+        "plain": numbers.collect(),
+    }

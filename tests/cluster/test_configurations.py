@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from naiad.operators.gather import GatheredElsewhere
 from naiad.runtime.harness import run_everywhere
 from tests.cluster import builds
 
@@ -132,3 +133,24 @@ def test_keys_of_mixed_numeric_types_and_tuples(
     assert changes(2) == Counter(
         {(repr(("s", 4.5)), 0, 1): 1, (repr(("s", 4.5)), 1, -1): 1, (repr(("s", 4.75)), 1, 1): 1}
     )
+
+
+@pytest.mark.parametrize(("transport", "processes", "workers"), CONFIGS)
+def test_gathered_results_come_back_from_every_configuration(
+    transport: str, processes: int, workers: int
+) -> None:
+    """A member of a TCP cluster wrote its workers' results with the wire codec, which has no
+    form for the GatheredElsewhere of a worker other than 0: the run failed with "cannot send
+    a naiad.operators.gather.GatheredElsewhere". Every configuration now gives worker 0 every
+    record, and the other workers the same refusing stand-in as in one process."""
+    results = run_everywhere("tests.cluster.builds:gathered_outputs", workers, processes, transport)
+    assert [r["worker"] for r in results] == list(range(processes * workers))
+    records, changes = results[0]["both"]
+    assert Counter(records) == Counter([(0, x) for x in range(1, 6)] + [(1, 6), (1, 7)])
+    assert Counter(records) == gather([r["plain"] for r in results])
+    assert changes == [("a", 0, 2), ("b", 0, 1), ("a", 1, -2)]
+    for w, result in enumerate(results[1:], 1):
+        for elsewhere in result["both"]:
+            assert isinstance(elsewhere, GatheredElsewhere) and elsewhere.worker == w
+            with pytest.raises(ValueError, match=f"worker {w}'s share of a gathered"):
+                len(elsewhere)
