@@ -228,3 +228,44 @@ def test_gather_must_be_a_bool_and_a_callback_a_function() -> None:
     with pytest.raises(TypeError, match="subscribe 'sub': callback must be a function, not 3"):
         naiad.run(lambda s: s.from_epochs([[1]]).subscribe(3, name="sub"))  # type: ignore[arg-type]
     assert naiad.run(lambda s: s.from_epochs([[1]]).collect(gather=True)) == [[(0, 1)]]
+
+
+def test_the_methods_of_a_gathered_result_elsewhere_refuse_as_reads_do() -> None:
+    """A script reading ``results[0]`` in every process called ``log.records()`` in process 1
+    of a cluster and got ``AttributeError: 'GatheredElsewhere' object has no attribute
+    'records'``, which did not say why; now every public name refuses with the same message
+    as ``len``. Copying and pickling still work, and private names stay AttributeErrors."""
+    import copy
+    import pickle
+
+    def build(scope: naiad.Scope) -> tuple[Any, Any, Any]:
+        stream = scope.from_epochs([[1, 2, 3], [4]])
+        changes = Collection.from_epochs(scope, [[("a", 1)]]).changes(gather=True)
+        return stream.capture(gather=True), stream.collect(gather=True), changes
+
+    for config in CONFIGS[1:]:
+        results = naiad.run(build, **config)
+        log, records, changes = results[0]
+        assert sorted(log.records()) == sorted(records) == [(0, 1), (0, 2), (0, 3), (1, 4)]
+        assert changes == [("a", 0, 1)]
+        for w, (log, records, changes) in enumerate(results[1:], 1):
+            reads = [
+                (log, "capture 'capture'", lambda r: r.records()),
+                (log, "capture 'capture'", lambda r: r.frontiers()),
+                (log, "capture 'capture'", lambda r: r.events),
+                (records, "collect 'collect'", lambda r: r.count((0, 1))),
+                (records, "collect 'collect'", lambda r: r.copy()),
+                (changes, "changes 'changes'", lambda r: r.index(("a", 0, 1))),
+            ]
+            for result, what, read in reads:
+                with pytest.raises(ValueError, match=f"{what}: this is worker {w}'s share"):
+                    read(result)
+            for result in (log, records, changes):
+                assert not hasattr(result, "_private")
+                for twin in (
+                    copy.copy(result),
+                    copy.deepcopy(result),
+                    pickle.loads(pickle.dumps(result)),
+                ):
+                    assert repr(twin) == repr(result)
+                    assert_refused(twin, w, result.what)

@@ -44,8 +44,9 @@ def refusal(what: str, worker: int, method: str) -> str:
 
 class GatheredElsewhere:
     """What a gathered sink's build returns on a worker other than 0: every read of it
-    (``len``, iteration, indexing, ``in``, truth) raises a ``ValueError`` that says to read
-    worker 0's result instead.
+    (``len``, iteration, indexing, ``in``, truth, and the methods of what it stands for, such
+    as a capture log's ``records()``) raises a ``ValueError`` that says to read worker 0's
+    result instead.
 
     >>> import naiad
     >>> results = naiad.run(lambda s: s.from_epochs([[1, 2, 3]]).collect(gather=True), workers=2)
@@ -54,6 +55,10 @@ class GatheredElsewhere:
     >>> results[1]
     <collect 'collect' of worker 1: gathered at worker 0>
     >>> len(results[1])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: collect 'collect': this is worker 1's share of a gathered collect, ...
+    >>> results[1].count((0, 1))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     ValueError: collect 'collect': this is worker 1's share of a gathered collect, ...
@@ -71,6 +76,14 @@ class GatheredElsewhere:
 
     def _refuse(self, *_: Any) -> NoReturn:
         raise ValueError(refusal(self.what, self.worker, self.method))
+
+    def __getattr__(self, name: str) -> Any:
+        # only for names the object lacks: a list's count() or a CaptureLog's records() and
+        # frontiers() failed with a bare AttributeError that did not say why. Private and
+        # special names stay AttributeErrors (copy, pickle and hasattr probe those).
+        if name.startswith("_") or name in GatheredElsewhere.__slots__:  # (unset: no loop)
+            raise AttributeError(name)
+        self._refuse(name)
 
     def __len__(self) -> int:
         self._refuse()
