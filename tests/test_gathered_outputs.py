@@ -269,3 +269,45 @@ def test_the_methods_of_a_gathered_result_elsewhere_refuse_as_reads_do() -> None
                 ):
                     assert repr(twin) == repr(result)
                     assert_refused(twin, w, result.what)
+
+
+def test_a_gathered_capture_keeps_nothing_on_the_other_workers() -> None:
+    """The workers other than 0 receive no message of a gathered capture, and their build
+    returns a GatheredElsewhere; yet each kept a CaptureLog of its own and appended a
+    progress event at every move of the frontier, for as long as the stream ran: memory that
+    grew with the number of epochs and that nobody could read."""
+    from naiad.operators.capture import CaptureLog
+
+    epochs = 30
+    for config in CONFIGS[1:]:
+
+        async def main(config: dict[str, int]) -> tuple[Any, list[tuple[int, int]]]:
+            async with naiad.Runtime(**config) as rt:
+
+                def build(scope: naiad.Scope) -> Any:
+                    handle, stream = scope.new_input()
+                    return handle, stream.capture(gather=True), stream.probe()
+
+                df = rt.dataflow(build)
+                for e in range(epochs):
+                    for handle, _, _ in df.results:
+                        handle.send([e])
+                        handle.advance_to(e + 1)
+                    for _, _, probe in df.results:
+                        await probe.wait(e)  # a move of the frontier per epoch
+                held = [
+                    (w.index, len(shard.logic.log))
+                    for instance in df.instances
+                    for w, row in zip(instance.process.workers, instance.shards, strict=True)
+                    for shard in row
+                    if isinstance(getattr(shard.logic, "log", None), CaptureLog)
+                    and shard.logic.log is not df.result(0)[1]
+                ]
+            return df.result(0)[1], held
+
+        log, held = asyncio.run(main(config))
+        assert Counter(log.records()) == Counter(
+            (e, e) for e in range(epochs) for _ in range(peers(config))
+        )
+        assert len(log.frontiers()) > epochs  # worker 0's log has every move
+        assert held == []  # no other log, let alone one that grows

@@ -338,12 +338,23 @@ def capture(
     """
     if not isinstance(gather, bool):
         raise TypeError(f"capture {name!r}: gather must be True or False, not {gather!r}")
+    if gather and stream.scope.index != 0:
+        # this worker receives nothing: a log here would only pile up a progress event per
+        # move of the frontier, for as long as the stream runs, that nobody can read
+        stream.scope.add_operator(name, _Elsewhere(), [(stream, to_worker_zero())], outputs=0)
+        return GatheredElsewhere(f"capture {name!r}", stream.scope.index, "capture(gather=True)")
     log = CaptureLog(minimum=stream.scope.minimum())
     pact = to_worker_zero() if gather else Pipeline()
     stream.scope.add_operator(name, CaptureVertex(log), [(stream, pact)], outputs=0)
-    if gather and stream.scope.index != 0:
-        return GatheredElsewhere(f"capture {name!r}", stream.scope.index, "capture(gather=True)")
     return log
+
+
+class _Elsewhere(Vertex):
+    """A gathered capture on a worker other than 0, which no message reaches (and which is
+    not woken by frontier moves: it has no ``on_frontier``)."""
+
+    def on_recv(self, port: int, cap: Capability, batch: Any) -> None:
+        raise AssertionError("a gathered capture received a message on a worker other than 0")
 
 
 def replay(scope: ScopeCore, logs: Any, name: str = "replay", split: bool = True) -> Stream:
