@@ -50,7 +50,7 @@ from naiad.operators.input import InputError, InputHandle, check_ordered, check_
 from naiad.operators.probe import ProbeHandle
 from naiad.operators.stream import Stream
 from naiad.progress.capability import Capability
-from naiad.progress.timestamp import as_time, depth, less_equal
+from naiad.progress.timestamp import as_time_like, depth, less_equal
 from naiad.transport.codec import check_sendable
 
 
@@ -1032,7 +1032,9 @@ class InputSession:
     def _time(self, time: Any, what: str) -> Any:
         """``time`` as a time of this session's scope, refused (``ValueError``) beyond the
         int64 range of a collection's times: no update could be sent at it."""
-        at = as_time(time, self._depth, f"input {self.handle.name!r}: {what}")
+        # of the scope's own time class at every level: a Lex time in a Product loop (or the
+        # reverse) is refused, as advance_to refuses it, not converted
+        at = as_time_like(time, self.handle.epoch, f"input {self.handle.name!r}: {what}")
         try:
             time_matrix([at], self._depth)
         except OverflowError:

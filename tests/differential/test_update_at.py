@@ -154,3 +154,33 @@ def test_update_at_misuse_is_refused_and_loses_nothing(
         return changes
 
     assert ref.watchdog(main()) == [("kept", 3, 1), ("later", 7, 1)]
+
+
+@pytest.mark.parametrize(
+    "scope_class, other", [(naiad.Product, naiad.Lex), (naiad.Lex, naiad.Product)]
+)
+def test_a_time_of_the_other_loop_order_is_refused_not_converted(
+    scope_class: type, other: type
+) -> None:
+    """Regression (h23): in a Product loop, update_at took a Lex time and converted it to a
+    Product (and the reverse), where advance_to refuses the same time for its shape."""
+
+    async def main() -> Any:
+        def build(scope: Any) -> Any:
+            with scope.iterative(time_class=scope_class) as loop:
+                session, c = Collection.new_input(loop)
+                return session, c.changes()
+
+        async with naiad.Runtime(1) as rt:
+            session, changes = rt.dataflow(build).results[0]
+            session.update_at("kept", scope_class(0, 2), 1)
+            for call in (
+                lambda: session.update_at("lost", other(0, 2), 1),
+                lambda: session.advance_to(other(1, 0)),
+            ):
+                with pytest.raises(TypeError, match=r"must have the shape of"):
+                    call()
+            session.close()
+        return changes
+
+    assert ref.watchdog(main()) == [("kept", scope_class(0, 2), 1)]
