@@ -588,13 +588,21 @@ def group_starts(keys: np.ndarray) -> np.ndarray:
 
 def _codes(column: np.ndarray) -> np.ndarray:
     """An int64 column ordered like ``column`` for sorting purposes (equal values, equal
-    codes); numeric columns are used as they are."""
+    codes, numbered densely in order of first occurrence); numeric columns are used as they
+    are.
+
+    >>> _codes(np.array(["b", "a", "b", "c"], dtype=object)).tolist()
+    [0, 1, 0, 2]
+    """
     if column.dtype != object:
         return column
-    # each value's code is the row where it first occurs (in C: map over setdefault)
+    # each value's row of first occurrence (in C: map over setdefault), then numbered densely
+    # in that order: the codes' range is the number of distinct values, not of rows, so that
+    # packing sort keys (sorted_groups) keeps fitting in an int64
     table: dict[Any, int] = {}
     n = len(column)
-    return np.fromiter(map(table.setdefault, column.tolist(), range(n)), np.int64, n)
+    first = np.fromiter(map(table.setdefault, column.tolist(), range(n)), np.int64, n)
+    return (np.cumsum(first == np.arange(n)) - 1)[first]
 
 
 def time_groups(times: np.ndarray, lex: Sequence[bool] = ()) -> list[tuple[Any, Any]]:
