@@ -172,19 +172,12 @@ async def throughput(
         counts = dict.fromkeys(initial.tolist(), 1)
         out["dict"] = {"load_seconds": time.perf_counter() - start}
         for epoch, ((k, d), (kl, dl)) in enumerate(zip(rounds, lists, strict=True), start=1):
-            session, _, probe, _ = columnar
-            start = time.perf_counter()
-            session.send_columns((k,), d)
-            session.advance_to(epoch + 1)
-            await probe.wait(epoch)
-            latencies["naiad"].append(time.perf_counter() - start)
-
-            session, _, probe, _ = total
-            start = time.perf_counter()
-            session.send_columns((k,), d)
-            session.advance_to(epoch + 1)
-            await probe.wait(epoch)
-            latencies["naiad_total"].append(time.perf_counter() - start)
+            for name, (session, _, probe, _) in naiads[:2]:  # the columnar ones
+                start = time.perf_counter()
+                session.send_columns((k,), d)
+                session.advance_to(epoch + 1)
+                await probe.wait(epoch)
+                latencies[name].append(time.perf_counter() - start)
 
             session, _, probe, _ = records
             start = time.perf_counter()
