@@ -28,6 +28,7 @@ from naiad.differential.updates import (
     records_of,
     route,
     route_by_record,
+    two_shapes,
     updates_from_rows,
 )
 from naiad.operators.input import ImportVertex
@@ -70,29 +71,46 @@ class HeldTimes:
         self.caps = fresh
 
 
-def one_shape(records: np.ndarray) -> None:
-    """Raises ``ValueError`` if a column of whole records mixes tuples of two or more fields
-    with records of another shape: keyed operators take a tuple's first field as its key, so
-    such records have no key in common form (one batch would key them whole, another by field).
+def one_shape(batch: Updates, name: str, by_record: bool = False) -> None:
+    """Raises ``ValueError`` naming the arrangement ``name`` if ``batch`` mixes records of
+    different shapes (``Updates.mixed``: pairs beside single values, say): a keyed
+    arrangement takes a tuple's first field as its key and the others as its value, one
+    column each, and such records have no columns in common. ``by_record`` (for ``count``,
+    ``distinct``, ``threshold``) suggests :meth:`Collection.packed` instead.
 
-    >>> records = np.empty(3, dtype=object)
-    >>> records[:] = [(1, "a"), (1, "b", "c"), None]
-    >>> one_shape(records[:1])
-    >>> one_shape(records)  # doctest: +ELLIPSIS
+    >>> u = Updates.of_values([(1, "a"), 5], np.zeros((2, 1), np.int64), np.ones(2, np.int64))
+    >>> one_shape(u.take(np.array([0])), "join")  # pairs only
+    >>> one_shape(u, "join")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: records of different shapes (tuples of 2 and 3 fields, and single values) ...
+    ValueError: join: records of different shapes, such as (1, 'a') and 5, cannot be keyed: ...
     """
-    shapes = {len(r) if type(r) is tuple and len(r) > 1 else 1 for r in records.tolist()}
-    if len(shapes) > 1:
-        kinds = sorted(shapes)
-        named = " and ".join(str(k) for k in kinds if k > 1)
-        other = ", and single values" if 1 in shapes else ""
-        raise ValueError(
-            f"records of different shapes (tuples of {named} fields{other}) cannot be keyed: "
-            "keyed operators take a tuple's first field as its key; give every record one "
-            "shape, such as (key, value) pairs with a tuple as the value"
-        )
+    if not batch.mixed:
+        return
+    a, b = two_shapes(batch.data[0])
+    remedy = (
+        "to count whole records of several shapes, .packed() the collection first (each "
+        "record one field: a tuple counts whole)"
+        if by_record
+        else "give every record one shape, such as (key, value) pairs with a tuple as the value"
+    )
+    raise ValueError(
+        f"{name}: records of different shapes, such as {a!r} and {b!r}, cannot be keyed: "
+        f"an arrangement keeps a tuple's fields as columns, the first the key; {remedy}"
+    )
+
+
+def keyed_routing(name: str, by_record: bool = False) -> Exchange:
+    """The exchange of an arrangement ``name``: by key (:func:`route`) or by whole record
+    (:func:`route_by_record`), refusing a batch of mixed shapes (:func:`one_shape`) before
+    it is split among the workers, whose parts might each have one shape."""
+    hashes = route_by_record if by_record else route
+
+    def routes(batch: Updates) -> np.ndarray:
+        one_shape(batch, name, by_record)
+        return hashes(batch)
+
+    return Exchange(keys=routes)
 
 
 class ArrangeVertex(Vertex):
@@ -165,8 +183,8 @@ class ArrangeVertex(Vertex):
         one batch with upper frontier ``upper``, and returns it."""
         parts = [part for t in times for part in self.pending.pop(t)]
         part = parts[0].concat(*parts[1:]) if len(parts) > 1 else parts[0]
-        if not self.whole and len(part.data) == 1 and part.data[0].dtype == object:
-            one_shape(part.data[0])
+        if not self.whole:
+            one_shape(part, self.spine.name, self.spine.by_record)
         return self.spine.insert_updates(
             part.data[0], part.data[1:], part.times, part.diffs, upper=upper
         )
@@ -602,7 +620,7 @@ def arrange(
     scope = collection.stream.scope
     spine = Spine(scope.depth, lattice.scope_lex(scope), name, scope.index)
     spine.whole, spine.by_record = whole, by_record
-    routing = Exchange(keys=route_by_record if by_record else route)
+    routing = keyed_routing(name, by_record) if not whole else Exchange(keys=route)
     node = scope.add_operator(name, ArrangeVertex(spine, whole), [(collection.stream, routing)])
     return Arranged(collection.stream.derive(node), spine)
 

@@ -35,7 +35,6 @@ from naiad.differential.arrange import Arranged, arrange, encloses
 from naiad.differential.updates import (
     NAN_MESSAGE,
     Updates,
-    columns_of,
     has_nan,
     merge_updates,
     records_of,
@@ -240,7 +239,7 @@ class Collection:
     def map(self, f: Callable[[Any], Any], name: str = "map") -> Collection:
         """``f`` applied to every record (one Python call per record)."""
         return self._apply(
-            lambda u: Updates(columns_of([f(x) for x in records_of(u.data)]), u.times, u.diffs),
+            lambda u: Updates.of_values([f(x) for x in records_of(u.data)], u.times, u.diffs),
             name,
         )
 
@@ -362,7 +361,7 @@ class Collection:
             rows, where = np.unique(u.times, axis=0, return_inverse=True)
             olds = [lattice.time_of(row, lex) for row in rows]
             news = [delayed_time(f(t), t, f"delay {name!r}", "f(time)") for t in olds]
-            return Updates(u.data, time_matrix(news, scope_depth)[where.reshape(-1)], u.diffs)
+            return u.retimed(time_matrix(news, scope_depth)[where.reshape(-1)])
 
         return self._apply(retime, name)
 
@@ -937,7 +936,7 @@ def staged_updates(records: list[Any], times: list[Any], diffs: list[Any], depth
         matrix = time_matrix(times[:1], depth).repeat(n, axis=0)
     else:
         matrix = time_matrix(times, depth)
-    return Updates(columns_of(records), matrix, integer_diffs(diffs, n))
+    return Updates.of_values(records, matrix, integer_diffs(diffs, n))
 
 
 _DIFF_MIN, _DIFF_MAX = -(2**63), 2**63 - 1

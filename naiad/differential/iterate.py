@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 def _entered(counters: Callable[[Updates], np.ndarray] | None) -> Callable[[Updates], Updates]:
     def transform(u: Updates) -> Updates:
         counter = np.zeros(len(u), dtype=np.int64) if counters is None else counters(u)
-        return Updates(u.data, np.column_stack([u.times, counter]), u.diffs)
+        return u.retimed(np.column_stack([u.times, counter]))
 
     return transform
 
@@ -89,14 +89,14 @@ def loop_counters(values: Any, n: int, what: str, bits: int = 63) -> np.ndarray:
 
 
 def _left(u: Updates) -> Updates:
-    return Updates(u.data, u.times[:, :-1], u.diffs)
+    return u.retimed(u.times[:, :-1])
 
 
 def _advanced(step: int) -> Callable[[Updates], Updates]:
     def transform(u: Updates) -> Updates:
         times = u.times.copy()
         times[:, -1] += step
-        return Updates(u.data, times, u.diffs)
+        return u.retimed(times)
 
     return transform
 

@@ -31,7 +31,6 @@ from naiad.differential.trace import (
 from naiad.differential.updates import (
     INTERNER,
     Updates,
-    columns_of,
     rounds_as_float,
     take_rows,
     updates_from_rows,
@@ -202,7 +201,7 @@ class PairFunction:
             strict=True,
         )
         if not self.many:
-            return Updates(columns_of([f(k, a, b) for k, a, b in triples]), times, diffs)
+            return Updates.of_values([f(k, a, b) for k, a, b in triples], times, diffs)
         out: list[Any] = []
         rows: list[int] = []
         for row, (k, a, b) in enumerate(triples):

@@ -21,6 +21,7 @@ import numbers
 import weakref
 import zlib
 from collections.abc import Iterable, Sequence
+from functools import partial
 from itertools import repeat
 from operator import itemgetter
 from typing import Any, Protocol
@@ -135,6 +136,53 @@ def columns_of(values: Sequence[Any]) -> tuple[np.ndarray, ...]:
         ):
             return tuple(_column(list(map(itemgetter(i), values))) for i in range(width))
     return (_column(values),)
+
+
+def fields_of(record: Any) -> int:
+    """How many fields a record has: a tuple's length when it is 2 or more (as
+    :func:`columns_of` splits it), else 1 (a single value, a 1-tuple or ``()``).
+
+    >>> fields_of((1, "a")), fields_of(5), fields_of((5,))
+    (2, 1, 1)
+    """
+    return len(record) if isinstance(record, tuple) and len(record) > 1 else 1
+
+
+def shaped_columns(values: Sequence[Any]) -> tuple[tuple[np.ndarray, ...], bool]:
+    """:func:`columns_of`, and whether the records mix shapes (:func:`fields_of`): then they
+    are one column of whole records, each tuple in it standing for its fields
+    (``Updates.mixed``). Costs nothing more for tuples of one length or a numeric column;
+    a pass in C over the types of an ``object`` column of single values (~60 ns a value).
+
+    >>> columns, mixed = shaped_columns([(1, "a"), 5])
+    >>> [c.tolist() for c in columns], mixed
+    ([[(1, 'a'), 5]], True)
+    >>> shaped_columns(["a", (1,)])[1], len(shaped_columns([(1, "a"), (2, "b")])[0])
+    (False, 2)
+    """
+    columns = columns_of(values)
+    if len(columns) > 1 or columns[0].dtype != object:
+        return columns, False
+    first = values[0]
+    if isinstance(first, tuple) and len(first) > 1:
+        return columns, True  # columns_of split no tuples of first's length: another shape
+    # the types in one C loop (~2.5 times faster than isinstance per value), then the few
+    # distinct ones: tuple subclasses (named tuples) are split as tuples are
+    if not any(issubclass(t, tuple) for t in set(map(type, values))):
+        return columns, False
+    return columns, any(isinstance(v, tuple) and len(v) > 1 for v in values)
+
+
+def two_shapes(column: np.ndarray) -> tuple[Any, Any]:
+    """Two records of different shapes in a column of records that mixes shapes (the
+    first one, and the first with another number of fields), for error messages.
+
+    >>> two_shapes(object_column([(1, "a"), (2, "b"), 5]))
+    ((1, 'a'), 5)
+    """
+    values = column.tolist()
+    width = fields_of(values[0])
+    return values[0], next(v for v in values if fields_of(v) != width)
 
 
 def records_of(columns: Sequence[np.ndarray]) -> list[Any]:
@@ -572,7 +620,7 @@ def updates_from_rows(
     out_diffs = diffs[index]
     if multipliers is not None:
         out_diffs = out_diffs * np.array(multipliers, dtype=np.int64)
-    return Updates(columns_of(records), take_rows(times, index), out_diffs)
+    return Updates.of_values(records, take_rows(times, index), out_diffs)
 
 
 def group_starts(keys: np.ndarray) -> np.ndarray:
@@ -662,14 +710,32 @@ def time_matrix(times: Iterable[Any], depth: int) -> np.ndarray:
 class Updates:
     """A columnar batch of ``(data, time, diff)`` updates.
 
+    Records of mixed shapes. A batch whose records mix shapes (pairs beside single values,
+    pairs beside triples: :func:`fields_of`) is one ``object`` column of whole records with
+    ``mixed`` set: each tuple in it stands for its fields, as it would in a batch of tuples
+    of its length alone. Without ``mixed``, one column of tuples means one field per record,
+    the tuple (a :meth:`Collection.packed` collection: composite keys). So a record means
+    the same whatever shared its batch: where a mixed batch loses its mixing (:meth:`take`,
+    :meth:`consolidate`, :meth:`concat`), its records become columns again, one per field,
+    and keyed operators refuse a batch that is still mixed (its records have no key column).
+
     >>> u = Updates.from_records([("a", 0, 1), ("b", 0, 1), ("a", 0, -1), ("a", 1, 2)])
     >>> u.consolidate().to_records()
     [('a', 1, 2), ('b', 0, 1)]
+    >>> m = Updates.of_values([(1, "a"), 5], np.zeros((2, 1), np.int64), np.ones(2, np.int64))
+    >>> m.mixed, [c.tolist() for c in m.take(np.array([0])).data]  # a pair: two fields again
+    (True, [[1], ['a']])
     """
 
-    __slots__ = ("data", "diffs", "times")
+    __slots__ = ("data", "diffs", "mixed", "times")
 
-    def __init__(self, data: tuple[np.ndarray, ...], times: np.ndarray, diffs: np.ndarray) -> None:
+    def __init__(
+        self,
+        data: tuple[np.ndarray, ...],
+        times: np.ndarray,
+        diffs: np.ndarray,
+        mixed: bool = False,
+    ) -> None:
         n = len(diffs)
         if times.ndim != 2 or len(times) != n or any(len(c) != n for c in data):
             raise ValueError(
@@ -683,6 +749,20 @@ class Updates:
         self.data = data
         self.times = times
         self.diffs = diffs
+        self.mixed = mixed
+        """The records mix shapes: ``data`` is one column of whole records (see above)."""
+
+    @classmethod
+    def of_values(cls, values: Sequence[Any], times: np.ndarray, diffs: np.ndarray) -> Updates:
+        """Python records (one per row of ``times`` and ``diffs``) as columns: one per field
+        when they share a shape, else one column of whole records, ``mixed``
+        (:func:`shaped_columns`)."""
+        columns, mixed = shaped_columns(values)
+        return cls(columns, times, diffs, mixed)
+
+    def retimed(self, times: np.ndarray) -> Updates:
+        """The same records and diffs at the rows of ``times``."""
+        return Updates(self.data, times, self.diffs, self.mixed)
 
     @classmethod
     def from_records(
@@ -708,6 +788,8 @@ class Updates:
     def take(self, index: np.ndarray) -> Updates:
         """The updates at ``index`` (an index array or a boolean mask)."""
         times = take_rows(self.times, index)
+        if self.mixed:  # what is left may have one shape: as columns again
+            return Updates.of_values(self.data[0][index].tolist(), times, self.diffs[index])
         return Updates(tuple(c[index] for c in self.data), times, self.diffs[index])
 
     def by_time(self, lex: Sequence[bool] = ()) -> list[tuple[Any, Updates]]:
@@ -730,24 +812,27 @@ class Updates:
         raise TypeError("an Updates batch is columnar; use to_records() for its updates")
 
     def concat(self, *others: Updates) -> Updates:
+        """The updates of this batch and ``others`` in one. Batches of different widths,
+        or a ``mixed`` one, make one column of whole records: ``mixed`` if their shapes
+        differ, else columns again (a batch of one column without ``mixed`` beside batches
+        of pairs: its tuples are read as their fields, as the others' are)."""
         batches = [self, *others]
-        if len({len(b.data) for b in batches}) > 1:  # records of different shapes: one column
-            batches = [b.as_one_column() for b in batches]
+        times = np.concatenate([b.times for b in batches])
+        diffs = np.concatenate([b.diffs for b in batches])
+        if len({len(b.data) for b in batches}) > 1 or any(b.mixed for b in batches):
+            return Updates.of_values([r for b in batches for r in records_of(b.data)], times, diffs)
         data = tuple(concat_column(cols) for cols in zip(*(b.data for b in batches), strict=True))
-        return Updates(
-            data,
-            np.concatenate([b.times for b in batches]),
-            np.concatenate([b.diffs for b in batches]),
-        )
+        return Updates(data, times, diffs)
 
     def as_one_column(self) -> Updates:
-        """The records as one column of Python values (tuples stay whole)."""
+        """The records as one column of Python values, each one field (tuples stay whole,
+        one value each: not ``mixed``)."""
         if len(self.data) == 1:
-            return self
+            return Updates(self.data, self.times, self.diffs) if self.mixed else self
         return Updates((object_column(records_of(self.data)),), self.times, self.diffs)
 
     def negate(self) -> Updates:
-        return Updates(self.data, self.times, -self.diffs)
+        return Updates(self.data, self.times, -self.diffs, self.mixed)
 
     def consolidate(self) -> Updates:
         """Sums the diffs of equal ``(data, time)`` and drops zeros; sorted by data, time."""
@@ -755,6 +840,10 @@ class Updates:
         if n == 0:
             return self
         picked, sums = consolidation([_codes(c) for c in self.data], self.times, self.diffs)
+        if self.mixed:  # the records left may have one shape
+            return Updates.of_values(
+                self.data[0][picked].tolist(), take_rows(self.times, picked), sums
+            )
         return Updates(tuple(c[picked] for c in self.data), take_rows(self.times, picked), sums)
 
     def to_records(self, lex: Sequence[bool] = ()) -> list[tuple[Any, Any, int]]:
@@ -786,20 +875,24 @@ def merge_updates(
     """
     u = parts[0].concat(*parts[1:]) if len(parts) > 1 else parts[0]
     if since is not None and len(u):
-        u = Updates(u.data, advance_by(u.times, since, lex), u.diffs)
+        u = u.retimed(advance_by(u.times, since, lex))
     return u.consolidate()
 
 
-def _to_columns(u: Updates) -> list[np.ndarray]:
-    return [*u.data, u.times, u.diffs]
+def _to_columns(u: Updates) -> tuple[str, list[np.ndarray]]:
+    return _MIXED_TAG if u.mixed else _TAG, [*u.data, u.times, u.diffs]
 
 
-def _from_columns(columns: list[np.ndarray]) -> Updates:
+def _from_columns(columns: list[np.ndarray], mixed: bool = False) -> Updates:
     *data, times, diffs = columns
-    return Updates(tuple(data), times, diffs)
+    if mixed and (len(data) != 1 or data[0].dtype != object):
+        raise ValueError("a batch of mixed shapes is one column of whole records")
+    return Updates(tuple(data), times, diffs, mixed)
 
 
-register_columnar(Updates, "naiad.Updates", _to_columns, _from_columns)
+_TAG, _MIXED_TAG = "naiad.Updates", "naiad.Updates.mixed"
+register_columnar(Updates, _TAG, _to_columns, _from_columns)
+register_columnar(Updates, _MIXED_TAG, _to_columns, partial(_from_columns, mixed=True))
 
 
 _HASH_MASK = 0x7FFFFFFFFFFFFFFF

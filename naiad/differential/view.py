@@ -124,7 +124,7 @@ class View:
             return {}
         u = self.runs[0]
         u = u.take(lattice.less_equal(u.times, row, self.lex))
-        u = Updates(u.data, np.zeros((len(u), 1), dtype=np.int64), u.diffs).consolidate()
+        u = u.retimed(np.zeros((len(u), 1), dtype=np.int64)).consolidate()
         return dict(zip(records_of(u.data), u.diffs.tolist(), strict=True))
 
     @property

@@ -68,7 +68,9 @@ _FROM_COLUMNS: dict[str, Any] = {}
 
 def register_columnar(cls: type, tag: str, to_columns: Any, from_columns: Any) -> None:
     """Lets batches of ``cls`` cross processes as a list of 1-D or 2-D numpy columns
-    (numeric ones as raw buffers, ``object`` ones as msgpack values)."""
+    (numeric ones as raw buffers, ``object`` ones as msgpack values). ``to_columns`` may
+    return ``(tag, columns)`` instead, naming one of the tags registered for ``cls`` (a
+    variant of the class, decoded by that tag's ``from_columns``)."""
     _COLUMNAR[cls] = (tag, to_columns)
     _FROM_COLUMNS[tag] = from_columns
 
@@ -256,7 +258,10 @@ def encode_message(time: Any, batch: Any) -> list[bytes | memoryview]:
         tag, to_columns = columnar
         descs: list[Any] = []
         bodies: list[bytes | memoryview] = []
-        for column in to_columns(batch):
+        columns = to_columns(batch)
+        if isinstance(columns, tuple):
+            tag, columns = columns
+        for column in columns:
             if column.dtype.hasobject:
                 descs.append(["o", column.tolist()])
             else:
