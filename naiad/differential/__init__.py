@@ -2,6 +2,7 @@
 
 from naiad.differential.arrange import Arranged, import_trace
 from naiad.differential.collection import Collection, InputSession
+from naiad.differential.diff_arithmetic import DiffOverflowError
 from naiad.differential.iterate import Variable
 from naiad.differential.trace import Batch, Cursor, Spine, TraceHandle
 from naiad.differential.updates import Updates, stable_hash
@@ -13,6 +14,7 @@ __all__ = [
     "Batch",
     "Collection",
     "Cursor",
+    "DiffOverflowError",
     "InputSession",
     "Spine",
     "TraceHandle",

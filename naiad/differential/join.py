@@ -21,6 +21,7 @@ from naiad.dataflow.channels import Pipeline
 from naiad.differential import lattice
 from naiad.differential.arrange import check_keyed, handed_values
 from naiad.differential.collection import iterable_result
+from naiad.differential.diff_arithmetic import DiffOverflowError, describe_row, products
 from naiad.differential.trace import (
     SMALL_KEYS,
     Batch,
@@ -132,7 +133,10 @@ class JoinVertex(Vertex):
         if self.right_values:
             cols += [right.decode(k + 1, v[j]) for k, v in enumerate(right.vals)]
         times = lattice.join(left.take_times(i), right.take_times(j), self.lex)
-        diffs = left.diffs[i] * right.diffs[j]
+        try:
+            diffs = products(left.diffs[i], right.diffs[j])
+        except DiffOverflowError as e:
+            raise e.located(*describe_row([key], times, e.row or 0), noun="key") from None
         if self.pairs is not None:
             n = 1 + len(left.vals)
             out = self.pairs(cols[0], cols[1:n], cols[n:], times, diffs)

@@ -44,6 +44,14 @@ from naiad.actors.vertex import Vertex
 from naiad.dataflow.channels import Pipeline
 from naiad.differential import lattice
 from naiad.differential.arrange import Arranged, HeldTimes, check_keyed
+from naiad.differential.diff_arithmetic import (
+    DIFF_MAX,
+    DiffOverflowError,
+    as_diffs,
+    beyond,
+    describe_row,
+    split_negation,
+)
 from naiad.differential.trace import Batch, Spine, TraceHandle
 from naiad.differential.updates import (
     EXACT_INTS,
@@ -140,6 +148,8 @@ def thresholded(f: Callable[[np.ndarray], Any] | None, counts: np.ndarray, name:
         raise ValueError(f"{name}: f must map an array of {len(counts)} counts to as many counts")
     if len(raw) and raw.dtype.kind not in "iub":
         raise TypeError(f"{name}: f must return integer counts, not {raw.dtype}")
+    if raw.dtype.kind == "u" and raw.dtype.itemsize == 8 and len(raw) and raw.max() > DIFF_MAX:
+        raise beyond(f"{name}: f returned multiplicity", int(raw.max()), int(np.argmax(raw)))
     return raw.astype(np.int64)
 
 
@@ -308,8 +318,21 @@ def _accumulate(
     mask = lattice.less_equal(times, t[None, :], spine.lex)
     k, vals, diffs = k[mask], tuple(v[mask] for v in vals), diffs[mask]
     no_times = np.zeros((len(k), 0), dtype=np.int64)
-    cols, _, sums = consolidated([k, *vals], no_times, diffs, runs=True)  # sorted per batch
+    try:
+        cols, _, sums = consolidated([k, *vals], no_times, diffs, runs=True)  # sorted per batch
+    except DiffOverflowError as e:
+        raise _count_beyond(spine, e, k[e.row or 0], t) from None
     return cols[0], tuple(cols[1:]), sums
+
+
+def _count_beyond(spine: Spine, error: DiffOverflowError, key: Any, t: Any) -> DiffOverflowError:
+    """The error for an accumulated count of ``key`` (as ``spine`` stores it) beyond int64
+    at time ``t`` (a time row)."""
+    decoded = spine.decode(0, np.array([key])).tolist()[0]
+    time = describe_row([], np.asarray(t).reshape(1, -1), 0)[1]
+    return DiffOverflowError("the accumulated count is", error.value, error.row).located(
+        decoded, time, noun="key"
+    )
 
 
 def _interesting(
@@ -585,9 +608,17 @@ class ReduceVertex(Vertex):
         ovals, gathered_out = self._stored(ovals, groups, gathered_out)
         hk, hvals, hcounts = _accumulate(output, t, gathered_out)
         if len(hk):
+            # the new output minus the old; an old count of -2**63 is subtracted as two rows
+            minus, extra = split_negation(hcounts)
+            if len(extra):
+                hk, hvals = (
+                    np.concatenate([hk, hk[extra]]),
+                    tuple(np.concatenate([v, v[extra]]) for v in hvals),
+                )
+                minus = np.concatenate([minus, np.ones(len(extra), dtype=np.int64)])
             dk = np.concatenate([ok.astype(hk.dtype), hk])
             dvals = tuple(np.concatenate([a, b]) for a, b in zip(ovals, hvals, strict=True))
-            dd = np.concatenate([ocounts, -hcounts])
+            dd = np.concatenate([ocounts, minus])
         else:
             dk, dvals, dd = ok, ovals, ocounts
         times = np.repeat(t[None, :], len(dd), axis=0)
@@ -652,7 +683,10 @@ class ReduceVertex(Vertex):
             source.decode(i + 1, np.array([r[i + 1] for r in rows], dtype=v.dtype))
             for i, v in enumerate(in_vals)
         )
-        counts = np.array([acc_in[r] for r in rows], dtype=np.int64)
+        try:
+            counts = as_diffs([acc_in[r] for r in rows])
+        except DiffOverflowError as e:
+            raise _count_beyond(source, e, rows[e.row or 0][0], t) from None
         ok, ovals, ocounts = self.logic(k, vals, counts, lambda c: source.decode(0, c))
         ovals, gathered_out = self._stored(ovals, groups, gathered_out)
         fresh_out: set[tuple[Any, ...]] = set()
@@ -678,7 +712,7 @@ class ReduceVertex(Vertex):
             np.array([r[0] for r in out], dtype=groups[0].dtype),  # codes, or the keys' numbers
             tuple(np.array([r[i + 1] for r in out], dtype=d) for i, d in enumerate(dtypes)),
             np.repeat(t[None, :], len(out), axis=0),
-            np.array([changes[r] for r in out], dtype=np.int64),
+            as_diffs([changes[r] for r in out], "the change of an output count is"),
             output.upper,
             output.upper,
             np.zeros((0, output.depth + 1), np.int64),

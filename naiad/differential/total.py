@@ -33,6 +33,15 @@ import numpy as np
 from naiad.actors.vertex import Vertex
 from naiad.dataflow.channels import Pipeline
 from naiad.differential import lattice
+from naiad.differential.diff_arithmetic import (
+    DiffOverflowError,
+    additions,
+    checked_exact,
+    describe_row,
+    differences,
+    group_sums,
+    magnitude,
+)
 from naiad.differential.reduce import recoded, thresholded
 from naiad.differential.trace import Batch, Columns, TraceHandle, expand_ranges
 from naiad.differential.updates import Updates
@@ -106,13 +115,26 @@ class TotalVertex(Vertex):
             first[1:] |= col[1:] != col[:-1]
         starts = np.flatnonzero(first)
         owner = np.cumsum(first) - 1  # the record of each row
-        base = _trace_counts(batch, tuple(c[starts] for c in records), earlier)
+        try:
+            base = _trace_counts(batch, tuple(c[starts] for c in records), earlier)
+        except DiffOverflowError as e:
+            raise self._located(e, batch, records, int(starts[e.row or 0])) from None
         # the count of each row's record at the row's time: the trace's, plus the batch's rows
-        # of the record up to this one (in time order within the record)
-        running = np.cumsum(batch.diffs)
-        offset = base - (running[starts] - batch.diffs[starts])
+        # of the record up to this one (in time order within the record). int64 arithmetic
+        # wraps modulo 2**64, so a count that fits is right whatever the running sum did;
+        # whether every count fits is checked apart (exactly, past a bound).
+        diffs = batch.diffs
+        running = np.cumsum(diffs)
+        offset = base - (running[starts] - diffs[starts])
         after = running + offset[owner]
-        before = after - batch.diffs
+        before = after - diffs
+        if magnitude(base) + n * magnitude(diffs) >= 2**63:
+            exact = np.cumsum(diffs.astype(object))
+            exact += (base.astype(object) - (exact[starts] - diffs[starts].astype(object)))[owner]
+            try:
+                checked_exact(exact, "the count is")
+            except DiffOverflowError as e:
+                raise self._located(e, batch, records, e.row or 0) from None
         times = batch.times
         if self.counting:  # (record, count): +1 at the new count, -1 at the old one
             rows = np.concatenate([np.flatnonzero(after), np.flatnonzero(before)])
@@ -122,9 +144,21 @@ class TotalVertex(Vertex):
             cols = (*_decoded(batch, records, rows), counts)
             return Updates(cols, times[rows], diffs)
         multiplicity = self._multiplicities(np.concatenate([after, before]))
-        change = multiplicity[:n] - multiplicity[n:]
+        try:
+            change = differences(
+                multiplicity[:n], multiplicity[n:], f"{self.label}: a change of multiplicity is"
+            )
+        except DiffOverflowError as e:
+            raise self._located(e, batch, records, e.row or 0) from None
         rows = np.flatnonzero(change)
         return Updates(_decoded(batch, records, rows), times[rows], change[rows])
+
+    def _located(
+        self, error: DiffOverflowError, batch: Batch, records: Columns, row: int
+    ) -> DiffOverflowError:
+        """``error`` with the record and time of ``batch``'s row ``row``."""
+        cols = _decoded(batch, records, np.array([row]))
+        return error.located(*describe_row(cols, batch.times[row : row + 1], 0))
 
     def _multiplicities(self, counts: np.ndarray) -> np.ndarray:
         """``f`` of the non-zero counts (one call), 0 for a zero count: a record with no
@@ -176,8 +210,15 @@ def _trace_counts(batch: Batch, records: Columns, earlier: Sequence[Batch]) -> n
             continue
         rows = expand_ranges(lo[found], lengths[found])
         segments = np.cumsum(lengths[found]) - lengths[found]
-        sums = np.add.reduceat(tb.diffs[rows], segments)
-        total[found] += sums
+        try:  # (a group's error row is its segment's start)
+            sums = group_sums(tb.diffs[rows], segments, "the record's diffs in the trace")
+        except DiffOverflowError as e:
+            group = int(np.searchsorted(segments, e.row or 0))
+            raise DiffOverflowError(e.what, e.value, int(found[group])) from None
+        try:
+            total[found] = additions(total[found], sums, "the record's count in the trace is")
+        except DiffOverflowError as e:
+            raise DiffOverflowError(e.what, e.value, int(found[e.row or 0])) from None
     return total
 
 

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from naiad.differential import lattice
+from naiad.differential.diff_arithmetic import DiffOverflowError, describe_row
 from naiad.differential.updates import (
     INTERNER,
     consolidated,
@@ -129,11 +130,19 @@ class Batch:
         since: np.ndarray,
         lex: Sequence[bool] = (),
         runs: bool = False,
+        decode: Callable[[int, np.ndarray], np.ndarray] = lambda i, col: col,
     ) -> Batch:
         """Sorts and consolidates the updates (times first advanced to ``since``); ``runs``:
-        they are a concatenation of sorted batches."""
+        they are a concatenation of sorted batches. A sum of diffs beyond int64 raises
+        ``DiffOverflowError`` naming the record (its columns read with ``decode(column,
+        stored)``) and time."""
         times = lattice.advance_by(times, since, lex)
-        cols, times, sums = consolidated([keys, *vals], times, diffs, runs)
+        try:
+            cols, times, sums = consolidated([keys, *vals], times, diffs, runs)
+        except DiffOverflowError as e:  # the record, decoded, and its (advanced) time
+            row = e.row or 0
+            columns = [decode(i, c[row : row + 1]) for i, c in enumerate([keys, *vals])]
+            raise e.located(*describe_row(columns, times[row : row + 1], 0)) from None
         return cls(cols[0], tuple(cols[1:]), times, sums, lower, upper, since)
 
     def __len__(self) -> int:
@@ -284,7 +293,16 @@ def merge(batches: Sequence[Batch], since: np.ndarray, lex: Sequence[bool]) -> B
     times = np.concatenate([b.times for b in batches])
     diffs = np.concatenate([b.diffs for b in batches])
     out = Batch.sealed(
-        keys, vals, times, diffs, batches[0].lower, batches[-1].upper, since, lex, runs=True
+        keys,
+        vals,
+        times,
+        diffs,
+        batches[0].lower,
+        batches[-1].upper,
+        since,
+        lex,
+        runs=True,
+        decode=batches[-1].decode,
     )
     out.seq_lo, out.seq_hi = batches[0].seq_lo, batches[-1].seq_hi
     out.encoded = batches[-1].encoded
@@ -492,7 +510,15 @@ class Spine:
         # a new batch is also a message of changes: its times stay exact (since = lower);
         # logical compaction applies when batches merge, once every reader has read them
         batch = Batch.sealed(
-            keys, tuple(rest), times, diffs, self.upper, upper, self.upper[:0], self.lex
+            keys,
+            tuple(rest),
+            times,
+            diffs,
+            self.upper,
+            upper,
+            self.upper[:0],
+            self.lex,
+            decode=self.decode,
         )
         batch.since = self.upper
         return self.insert(batch)

@@ -29,6 +29,15 @@ from typing import Any, Protocol
 import numpy as np
 
 from naiad.actors.worker import at_safe_point, exclusive_safe_point, on_safe_points
+from naiad.differential.diff_arithmetic import (
+    DiffOverflowError,
+    as_diffs,
+    describe_row,
+    group_sums,
+    negated,
+    products,
+    scaled_sizes,
+)
 from naiad.differential.lattice import advance_by, frontier_rows, time_of
 from naiad.transport.codec import object_column, register_columnar
 
@@ -516,10 +525,25 @@ def consolidation(
         # one diff for every row (a load of insertions): the sums are the group sizes, with
         # no gather of the diffs in sorted order, and none cancels
         sizes = np.diff(starts, append=n)
-        return order[starts], sizes * first if first != 1 else sizes
-    sums = np.add.reduceat(diffs[order], starts)
+        if first == 1:
+            return order[starts], sizes
+        try:
+            return order[starts], scaled_sizes(sizes, first)
+        except DiffOverflowError as e:
+            raise _sum_beyond(times, int(order[starts[e.row or 0]]), e) from None
+    try:
+        sums = group_sums(diffs[order], starts)
+    except DiffOverflowError as e:
+        raise _sum_beyond(times, int(order[e.row or 0]), e) from None
     keep = sums != 0
     return order[starts[keep]], sums[keep]
+
+
+def _sum_beyond(times: np.ndarray, row: int, error: DiffOverflowError) -> DiffOverflowError:
+    """The error of a consolidation whose group of row ``row`` sums beyond int64 (the record
+    is named by a caller that knows its values: :meth:`Updates.consolidate`)."""
+    _, time = describe_row([], times, row)
+    return DiffOverflowError(error.what, error.value, row, f"a record at time {time}")
 
 
 def consolidated(
@@ -561,7 +585,10 @@ def _small_consolidation(
         if d:
             picked.append(i)
             sums.append(d)
-    return np.array(picked, dtype=np.int64), np.array(sums, dtype=diffs.dtype)
+    try:
+        return np.array(picked, dtype=np.int64), as_diffs(sums)
+    except DiffOverflowError as e:
+        raise _sum_beyond(times, picked[e.row or 0], e) from None
 
 
 def unique_sorted(values: np.ndarray) -> np.ndarray:
@@ -618,9 +645,16 @@ def updates_from_rows(
         return Updates((np.zeros(0, dtype=np.int64),), times[:0], diffs[:0])
     index = np.array(rows, dtype=np.int64)
     out_diffs = diffs[index]
+    out_times = take_rows(times, index)
     if multipliers is not None:
-        out_diffs = out_diffs * np.array(multipliers, dtype=np.int64)
-    return Updates.of_values(records, take_rows(times, index), out_diffs)
+        try:
+            out_diffs = products(
+                out_diffs, np.array(multipliers, dtype=np.int64), "the diff x multiplier"
+            )
+        except DiffOverflowError as e:
+            row = e.row or 0
+            raise e.located(records[row], describe_row([], out_times, row)[1]) from None
+    return Updates.of_values(records, out_times, out_diffs)
 
 
 def group_starts(keys: np.ndarray) -> np.ndarray:
@@ -832,14 +866,32 @@ class Updates:
         return Updates((object_column(records_of(self.data)),), self.times, self.diffs)
 
     def negate(self) -> Updates:
-        return Updates(self.data, self.times, -self.diffs, self.mixed)
+        """The updates with their diffs negated; a ``DiffOverflowError`` (an
+        ``OverflowError``) naming the record for a diff of ``-2**63``, whose negation int64
+        cannot hold."""
+        try:
+            return Updates(self.data, self.times, negated(self.diffs), self.mixed)
+        except DiffOverflowError as e:
+            raise e.located(*describe_row(self.data, self.times, e.row or 0)) from None
 
     def consolidate(self) -> Updates:
-        """Sums the diffs of equal ``(data, time)`` and drops zeros; sorted by data, time."""
+        """Sums the diffs of equal ``(data, time)`` and drops zeros; sorted by data, time.
+        A sum beyond int64 raises ``DiffOverflowError`` (an ``OverflowError``) naming the
+        record and time, never wraps.
+
+        >>> Updates.from_records([("a", 0, 2**62), ("a", 0, 2**62)]).consolidate()
+        ... # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        naiad...DiffOverflowError: the diffs sum to ... (record 'a' at time 0), ...
+        """
         n = len(self)
         if n == 0:
             return self
-        picked, sums = consolidation([_codes(c) for c in self.data], self.times, self.diffs)
+        try:
+            picked, sums = consolidation([_codes(c) for c in self.data], self.times, self.diffs)
+        except DiffOverflowError as e:
+            raise e.located(*describe_row(self.data, self.times, e.row or 0)) from None
         if self.mixed:  # the records left may have one shape
             return Updates.of_values(
                 self.data[0][picked].tolist(), take_rows(self.times, picked), sums
