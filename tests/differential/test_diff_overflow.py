@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis.control import currently_in_test_context
 
+import naiad
 from naiad.differential import Collection
 from naiad.differential.diff_arithmetic import (
     DIFF_MAX,
@@ -409,3 +410,24 @@ def test_a_change_of_threshold_multiplicity_beyond_int64_is_refused(
     check(got, None, f"huge_{op}")
     fine = outcome(epochs[:2], lambda c: getattr(c, op)(g, f"huge_{op}"), layout)
     check(fine, [Counter({"a": DIFF_MIN}), Counter()], f"huge_{op}")
+
+
+async def test_a_view_refuses_a_count_beyond_int64_and_reads_the_times_that_fit() -> None:
+    """A view sums a record's changes up to the time read: 2**62 twice is 2**63 at epoch 1,
+    while epoch 0 still reads 2**62 (the view keeps every time: no compaction merges them)."""
+    async with naiad.Runtime() as rt:
+
+        def build(scope: naiad.Scope) -> tuple[Any, Any, Any]:
+            session, collection = Collection.new_input(scope)
+            return session, collection.view(), collection.probe()
+
+        session, view, probe = rt.dataflow(build).results[0]
+        session.update("a", 2**62)
+        session.advance_to(1)
+        session.update("a", 2**62)
+        session.advance_to(2)
+        await probe.wait(1)
+        assert view.at(0) == {"a": 2**62}
+        with pytest.raises(OverflowError, match=r"sum to 9223372036854775808 \(record 'a'"):
+            view.at(1)
+        session.close()
