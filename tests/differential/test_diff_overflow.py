@@ -382,6 +382,10 @@ def test_the_reported_repro_is_refused_not_wrapped() -> None:
         assert isinstance(got, DiffOverflowError), got
         assert "sum to 9223372036854775808 (record" in str(got)
         assert any("operator 'repro'" in n for n in got.__notes__)
+        # like any operator error: the process runs the next dataflow as before
+        assert outcome([[(1, 2**62), (1, 2**62 - 1)]], lambda c: c.count(), (2, 2)) == [
+            Counter({(1, 2**63 - 1): 1})
+        ]
 
 
 @pytest.mark.parametrize(
