@@ -604,7 +604,8 @@ def _arranged(c: Arranged | Collection, scope: Any, name: str, keys: bool = Fals
         from naiad.differential.join import scope_error
 
         raise scope_error(scope, c.scope, name)
-    return c.arrange_by_self(name + ".keys") if keys else c.arrange_by_key()
+    # named after the join, as its left side's arrangement is: an error there names it
+    return c.arrange_by_self(name + ".keys") if keys else c.arrange_by_key(name + ".arrange_right")
 
 
 def arrange(

@@ -115,7 +115,10 @@ def test_the_left_index_is_entered_not_arranged_again() -> None:
     (join,) = [v for v in logics if isinstance(v, JoinVertex)]
     assert isinstance(join.spines[0], EnteredSpine) and join.spines[0].outer is outer
     # in the loop: the right side's arrangement and distinct's, none for the edges
-    assert [op.name for op in arranged if op.scope.depth == 1] == ["arrange", "distinct.arrange"]
+    assert [op.name for op in arranged if op.scope.depth == 1] == [
+        "join.arrange_right",
+        "distinct.arrange",
+    ]
 
 
 # --- misuse ------------------------------------------------------------------------------------
