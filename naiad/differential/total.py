@@ -35,11 +35,9 @@ from naiad.dataflow.channels import Pipeline
 from naiad.differential import lattice
 from naiad.differential.diff_arithmetic import (
     DiffOverflowError,
-    additions,
     checked_exact,
     describe_row,
     differences,
-    group_sums,
     magnitude,
 )
 from naiad.differential.reduce import recoded, thresholded
@@ -192,8 +190,16 @@ def _decoded(batch: Batch, records: Columns, rows: np.ndarray) -> tuple[np.ndarr
 def _trace_counts(batch: Batch, records: Columns, earlier: Sequence[Batch]) -> np.ndarray:
     """Per record of ``records`` (distinct, as ``batch`` stores them), its total diff
     in the batches ``earlier``: each searched for the records' row ranges, and only those
-    rows summed (a small batch against a large trace costs its records' history)."""
+    rows summed (a small batch against a large trace costs its records' history).
+
+    The total is a count (the record's, before ``batch``), so only it must fit in int64: a
+    trace batch's rows of a record span several times, and their sum (a change between two
+    counts) may not fit while every count does. int64 sums wrap modulo ``2**64``, so the
+    wrapped total is right whenever the exact one fits; that is checked exactly (Python
+    ints over the rows read) only past a bound (rows x the largest ``|diff|``)."""
     total = np.zeros(len(records[0]), dtype=np.int64)
+    read: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (found, diffs, segments)
+    bound = 0
     for tb in earlier:
         if not len(tb):
             continue
@@ -210,15 +216,16 @@ def _trace_counts(batch: Batch, records: Columns, earlier: Sequence[Batch]) -> n
             continue
         rows = expand_ranges(lo[found], lengths[found])
         segments = np.cumsum(lengths[found]) - lengths[found]
-        try:  # (a group's error row is its segment's start)
-            sums = group_sums(tb.diffs[rows], segments, "the record's diffs in the trace")
-        except DiffOverflowError as e:
-            group = int(np.searchsorted(segments, e.row or 0))
-            raise DiffOverflowError(e.what, e.value, int(found[group])) from None
-        try:
-            total[found] = additions(total[found], sums, "the record's count in the trace is")
-        except DiffOverflowError as e:
-            raise DiffOverflowError(e.what, e.value, int(found[e.row or 0])) from None
+        diffs = tb.diffs[rows]
+        with np.errstate(over="ignore"):
+            total[found] += np.add.reduceat(diffs, segments)
+        bound += len(diffs) * magnitude(diffs)
+        read.append((found, diffs, segments))
+    if bound >= 2**63:
+        exact = np.zeros(len(total), dtype=object)  # Python ints
+        for found, diffs, segments in read:
+            exact[found] += np.add.reduceat(diffs.astype(object), segments)
+        checked_exact(exact, "the record's count in the trace is")  # (row: the record)
     return total
 
 

@@ -417,6 +417,26 @@ def test_a_change_of_threshold_multiplicity_beyond_int64_is_refused(
     check(fine, [Counter({"a": DIFF_MIN}), Counter()], f"huge_{op}")
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("op", ["huge_count_total", "huge_threshold_total", "huge_count"])
+def test_total_operators_read_a_trace_whose_changes_leave_int64_but_counts_fit(
+    op: str, layout: tuple[int, ...]
+) -> None:
+    """Counts ``2**63 - 1, 0, 1 - 2**63, 2 - 2**63`` all fit, but the trace's rows of 'a' at
+    epochs 1 and 2 (one batch, or two merged) sum to ``2 - 2**64``: a ``*_total`` operator
+    reading the trace needs only the total before each batch, which fits. It refused this
+    on 1 worker ("the record's diffs in the trace sum to -18446744073709551614")."""
+    epochs = [[("a", DIFF_MAX)], [("a", -DIFF_MAX)], [("a", -DIFF_MAX)], [("a", 1)], [("b", 1)]]
+    build, reference = REDUCTIONS[op]
+    acc = accumulations(epochs)
+    assert all_fit(acc)
+    check(outcome(epochs, build, layout), changes_of([reference(a) for a in acc]), op)
+    # a count that does leave int64 (2**63 at epoch 2) is still refused
+    beyond = [[("a", DIFF_MAX)], [("a", -1)], [("a", 2)], [("b", 1)]]
+    assert not all_fit(accumulations(beyond))
+    check(outcome(beyond, build, layout), None, op)
+
+
 async def test_a_view_refuses_a_count_beyond_int64_and_reads_the_times_that_fit() -> None:
     """A view sums a record's changes up to the time read: 2**62 twice is 2**63 at epoch 1,
     while epoch 0 still reads 2**62 (the view keeps every time: no compaction merges them)."""
