@@ -245,13 +245,20 @@ class Collection:
 
     def map_columns(self, f: Callable[..., Any], name: str = "map_columns") -> Collection:
         """``f(*columns)`` applied to the batch's columns as a whole (one call per batch); it
-        returns a column or a tuple of columns of the same length."""
+        returns a column or a tuple of columns of the same length. A batch of records of mixed
+        shapes is one ``object`` column of whole records; an ``object`` column ``f`` returns
+        from it holds whole records too (a pair in it is two fields, as in ``map``)."""
 
         def apply(u: Updates) -> Updates:
             out = f(*u.data)
             cols = (
                 tuple(np.asarray(c) for c in out) if isinstance(out, tuple) else (np.asarray(out),)
             )
+            if u.mixed and len(cols) == 1 and cols[0].dtype == object:
+                # f got a mixed batch's one column of whole records (each tuple its fields):
+                # what it returns in that form means records alike, not packed tuples, or a
+                # pair would be keyed whole or by its first field by what shared its batch
+                return Updates.of_values(cols[0].tolist(), u.times, u.diffs)
             return Updates(cols, u.times, u.diffs)
 
         return self._apply(apply, name)
