@@ -7,7 +7,12 @@ iterations, nested loops, ``enter_at``, regions, ``Lex`` loops) and random chang
 (retractions, multiplicities, empty epochs); every node of the root scope is compared at
 every epoch with a plain-Python interpreter that recomputes each collection from scratch
 (a loop by iterating its body to a fixed point; a ``Lex`` loop starting each epoch from the
-previous epoch's result, as its lexicographic times make it). Loop bodies end with
+previous epoch's result, as its lexicographic times make it). Loops of one to three
+``Variable``s (mutual recursion, feedback steps 1 or 2, seeds entered at counters or none)
+run in ``Product`` and in ``Lex`` loops, and ``Lex`` loops nest in loops of either kind: a
+``Lex`` loop at an outer time starts from everything its collections accumulated at the
+outer times strictly before it, which the interpreter keeps per outer time (for a ``Product``
+outer time by inclusion and exclusion; see :func:`past`). Loop bodies end with
 ``distinct`` or ``min`` and values stay in a small finite domain, so each loop converges or
 cycles; programs whose loops the interpreter finds cycling are rejected before naiad runs
 them. A second test feeds the program through input sessions, reads a view of its last node
@@ -16,6 +21,7 @@ at every epoch, and imports that node's arrangement into a second dataflow mid-s
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -70,6 +76,7 @@ PRIORITIES: list[Callable[..., Any]] = [lambda k, v: v % 3, lambda k, v: k]
 PRIORITIES_REF: list[Callable[[Any], int]] = [lambda r: r[1] % 3, lambda r: r[0]]
 SHIFT = 32  # a prioritized loop's counter is (priority << SHIFT) + iteration
 
+WORK = 30000  # node evaluations the interpreter allows a program
 BOUND = 40  # iterations the interpreter allows a loop before it calls it cycling
 
 
@@ -89,10 +96,17 @@ BINARY = ["concat", "join", "semijoin", "antijoin"]
 
 @st.composite
 def scope_program(
-    draw: Any, base: list[Any], outer: list[Any], depth: int, size: int, loop: bool = True
+    draw: Any,
+    base: list[Any],
+    outer: list[Any],
+    depth: int,
+    size: int,
+    loop: bool = True,
+    loops: bool = False,
 ) -> Any:
     """Nodes over the refs ``base`` of this scope (and ``outer``, refs of the enclosing scope
-    that may be entered)."""
+    that may be entered); with ``loops``, mostly loops, loops of ``Variable``s among them,
+    with ``Lex`` loops inside them."""
     nodes: list[Any] = []
 
     def pick() -> Any:
@@ -106,6 +120,10 @@ def scope_program(
         nested = depth < 2 and bool(base or nodes)
         kinds = UNARY + BINARY + ["iterate", "region"] * nested + ["ojoin"] * bool(outer)
         kinds += ["lex"] * (depth == 0)
+        if loops and depth == 0 and nested:  # mostly loops, and Lex loops inside them
+            kinds += ["mutual", "lexm", "iterate", "lex"] * 4 + ["mutual", "lexm"] * 2
+        elif loops and depth == 1 and bool(base or nodes):
+            kinds += ["lexm"] * 6 + ["mutual"] * 2
         kind = draw(st.sampled_from(kinds))
         arranged = draw(st.booleans())
         if kind in ("map", "filter"):
@@ -132,18 +150,35 @@ def scope_program(
         elif kind == "iterate":
             seed = pick()
             mine = base + [("L", j) for j in range(len(nodes))]
-            body = draw(scope_program([("X",)], mine, depth + 1, 3))
+            body = draw(scope_program([("X",)], mine, depth + 1, 3, loops=loops))
             last = draw(st.sampled_from(["distinct", "min"]))
             priority = draw(st.sampled_from([None, None, 0, 1]))
             nodes.append((kind, seed, body, last, priority))
         elif kind == "lex":  # a loop with (epoch, iteration) ordered lexicographically
             seed = pick()
             mine = base + [("L", j) for j in range(len(nodes))]
-            body = draw(scope_program([("X",)], mine, depth + 1, 3, loop=False))
+            body = draw(scope_program([("X",)], mine, depth + 1, 3, False, loops))
             nodes.append((kind, seed, body, draw(st.sampled_from(["distinct", "min"]))))
+        elif kind in ("mutual", "lexm"):  # Variables of one loop (Product, resp. Lex)
+            mine = base + [("L", j) for j in range(len(nodes))]
+            nv = draw(st.integers(1, 3))
+            xs = [("X", v) for v in range(nv)]
+            seeds: list[Any] = []
+            steps, bodies, lasts = [], [], []
+            for _ in range(nv):
+                if draw(st.integers(0, 3)) == 0:
+                    seeds.append(None)  # Variable(loop): starts empty
+                else:
+                    at = draw(st.sampled_from([None, None, 0, 1, 2]))
+                    seeds.append(("O", draw(st.sampled_from(mine)), at))
+                steps.append(draw(st.sampled_from([1, 1, 2])))
+                bodies.append(draw(scope_program(xs, mine, depth + 1, 3, loops=loops)))
+                lasts.append(draw(st.sampled_from(["distinct", "min"])))
+            out = draw(st.integers(0, nv - 1))  # the variable whose result leaves
+            nodes.append((kind, tuple(seeds), tuple(steps), tuple(bodies), tuple(lasts), out))
         else:  # region: its nodes see this scope's refs entered (unchanged)
             mine = base + [("L", j) for j in range(len(nodes))]
-            body = draw(scope_program([], mine, depth + 1, 3, loop=False))
+            body = draw(scope_program([], mine, depth + 1, 3, False, loops))
             nodes.append((kind, body))
     return nodes
 
@@ -164,11 +199,16 @@ def interpret(
         if r[0] == "L":
             return values[r[1]]
         if r[0] == "O" and r[2] is not None:
+            if isinstance(i, LexK):
+                return resolve(r)
             at = ENTER_AT_REF[r[2]]
             return Counter({x: c for x, c in resolve((*r[:2], None)).items() if at(x) <= i})
         return resolve(r)
 
     for node in nodes:
+        CTX["steps"] = CTX.get("steps", 0) + 1
+        if CTX["steps"] > WORK:
+            raise Cycling  # too much work for the interpreter: rejected like a cycle
         kind = node[0]
         out: Counter
         if kind == "map":
@@ -222,6 +262,8 @@ def interpret(
         elif kind == "lex":
             assert memory is not None
             out = lex_fixed_point(node, get, memory, len(values))
+        elif kind in ("mutual", "lexm"):
+            out = mutual_fixed_point(node, get)
         else:
             raise AssertionError(kind)
         values.append(ref.clean(out))
@@ -243,23 +285,198 @@ def fixed_point(node: Any, get: Callable[[Any], Counter], i: int) -> Counter:
 
     events = sorted({entry(r) for r in start})
     j, x = 0, seed_at(0)
+    seen_states: set[str] = set()
+    # the greatest counter of earlier epochs: a Lex loop inside may change until then
+    horizon = CTX["horizon"].get(id(node), -1) if has_lex_loop(body) else -1
     for _ in range(BOUND * 4):
 
         def inner(r: Any, x: Counter = x) -> Counter:
             return x if r == ("X",) else get(r[1])
 
-        result = ref.clean(finish(interpret(body, inner, j), last))
+        CTX["stack"].append(("P", id(node), j))
+        try:
+            result = ref.clean(finish(interpret(body, inner, j), last))
+        finally:
+            CTX["stack"].pop()
+        CTX["horizon"][id(node)] = max(CTX["horizon"].get(id(node), -1), j)
         following = Counter(result)
         following.update(seed_at(j + 1))
         following.subtract(seed_at(j))
         following = ref.clean(following)
-        if following == x and j >= 2:  # enter_at counters are below 3
+        if following == x and j >= 2 and j > horizon:  # enter_at counters are below 3
             later = [e for e in events if e > j + 1]
             if not later:
                 return result
             j = later[0] - 1  # nothing changes until then
             continue
+        if priority is None and j > 3 + max(horizon, 0):
+            state = repr(sorted(following.items()))
+            if state in seen_states and following != x:
+                raise Cycling  # back to a state that is no fixed point
+            seen_states.add(state)
         j, x = j + 1, following
+    raise Cycling
+
+
+class LexK(int):
+    """A counter of a ``Lex`` loop (of ``Variable``s): its entered collections resolve
+    themselves (see :func:`mutual_fixed_point`)."""
+
+
+CTX: dict[str, Any] = {}
+"""The interpreter's state across nodes and epochs: ``epoch``; ``stack``, the enclosing loops'
+``(kind, id of node, counter)`` (kind "P" Product, "X" Lex); ``limits``, per (collection of a
+loop of Variables, outer time) the collection there after all iterations (a Lex loop starts
+from its past); ``horizon``, per loop the greatest counter reached so far (a loop with a Lex
+loop inside runs at least as far as at earlier epochs, whose corrections reach it there);
+``steps``, node evaluations so far (a program past :data:`WORK` is rejected)."""
+
+
+def reset_ctx() -> None:
+    CTX.clear()
+    CTX.update(epoch=0, stack=[], limits={}, counters={}, horizon={}, steps=0)
+
+
+def outer_time() -> tuple[Any, ...]:
+    """The time of the scope being interpreted: the epoch and the enclosing loops' counters."""
+    return (CTX["epoch"], *CTX["stack"])
+
+
+def has_lex_loop(program: Any) -> bool:
+    """Whether a loop of Variables with Lex times is nested in ``program``: only such a loop
+    remembers the earlier epochs' iterations of the loop around it."""
+    return "'lexm'" in repr(program)
+
+
+def record(key: Any, t: tuple[Any, ...], value: Counter) -> None:
+    CTX["limits"][(key, t)] = value
+    if len(t) == 2:  # the counters recorded in that loop at that epoch, sorted
+        counters = CTX["counters"].setdefault((key, t[0], t[1][:2]), [])
+        if t[1][2] not in counters:
+            bisect.insort(counters, t[1][2])
+
+
+def lookup(key: Any, t: tuple[Any, ...]) -> Counter:
+    """The limit recorded for ``key`` at outer time ``t`` (a counter None: the greatest
+    recorded), or at the greatest recorded time before it in the same enclosing loop
+    (nothing changes at the counters a loop skipped or did not reach; a prioritized loop's
+    counters skip by 2**32)."""
+    if t[0] < 0:
+        return Counter()
+    if len(t) == 1:
+        return CTX["limits"].get((key, t), Counter())
+    kind, nid, j = t[1]
+    counters = CTX["counters"].get((key, t[0], (kind, nid)), [])
+    before = len(counters) if j is None else bisect.bisect_right(counters, j)
+    if not before:
+        return Counter()
+    return CTX["limits"][(key, (t[0], (kind, nid, counters[before - 1])))]
+
+
+def past(key: Any, t: tuple[Any, ...]) -> Counter:
+    """What ``key`` accumulates over the outer times strictly before ``t`` (every iteration
+    of each): at the root, the previous epoch's limit; in a Lex loop, the previous counter's
+    (at counter 0, the previous epoch's last); in a Product loop at (e, j), by inclusion and
+    exclusion, L(e - 1, j) + L(e, j - 1) - L(e - 1, j - 1)."""
+    e = t[0]
+    if len(t) == 1:
+        return lookup(key, (e - 1,))
+    kind, nid, j = t[1]
+    if kind == "X":  # Lex: the previous counter, or the previous epoch's limit
+        if j > 0:
+            return lookup(key, (e, (kind, nid, j - 1)))
+        return lookup(key, (e - 1, (kind, nid, None)))
+    out = Counter(lookup(key, (e - 1, (kind, nid, j))))
+    if j > 0:
+        out.update(lookup(key, (e, (kind, nid, j - 1))))
+        out.subtract(lookup(key, (e - 1, (kind, nid, j - 1))))
+    return ref.clean(out)
+
+
+def mutual_fixed_point(node: Any, get: Callable[[Any], Counter]) -> Counter:
+    """Variables ``X_v`` of one loop: ``X_v`` at counter k is the seed accumulated at k plus
+    the feedback (result - seed) accumulated at k - step_v. In a Product loop nothing is
+    accumulated before counter 0; in a Lex loop, everything at outer times strictly before
+    this one is (all iterations), and a seed or a collection entered at counters holds
+    that past plus this outer time's change entered up to k."""
+    _, seeds, steps, bodies, lasts, out = node
+    lex = node[0] == "lexm"
+    me = id(node)
+    t = outer_time()
+
+    def entered(r: Any, k: int) -> Counter:
+        """``r`` (an ("O", ref, at) ref) accumulated at counter k of this loop."""
+        now = get(r[1])
+        record(("O", me, r[1]), t, now)
+        if r[2] is None:
+            return now
+        at = ENTER_AT_REF[r[2]]
+        if not lex:
+            return Counter({x: c for x, c in now.items() if at(x) <= k})
+        before = past(("O", me, r[1]), t)
+        delta = Counter(now)
+        delta.subtract(before)
+        acc = Counter(before)
+        for x, c in ref.clean(delta).items():
+            if at(x) <= k:
+                acc[x] += c
+        return ref.clean(acc)
+
+    def seed_at(v: int, k: int) -> Counter:
+        return Counter() if seeds[v] is None else entered(seeds[v], k)
+
+    nv = len(seeds)
+    held = []
+    for v in range(nv):
+        h = Counter(past(("R", me, v), t))
+        h.subtract(past(("O", me, seeds[v][1]), t) if seeds[v] is not None else Counter())
+        held.append(h if lex else Counter())
+    history: list[list[Counter]] = []  # per counter, every variable's result
+    variables: list[list[Counter]] = []
+    maxs = max(steps)
+    horizon = CTX["horizon"].get(me, -1) if has_lex_loop(bodies) else -1
+    seen_states: set[str] = set()
+    for k in range(BOUND * 3):
+        xs = []
+        for v in range(nv):
+            x = Counter(seed_at(v, k))
+            if k >= steps[v]:
+                x.update(history[k - steps[v]][v])
+                x.subtract(seed_at(v, k - steps[v]))
+            else:
+                x.update(held[v])
+            xs.append(ref.clean(x))
+        variables.append(xs)
+
+        def inner(r: Any, xs: list[Counter] = xs, k: int = k) -> Counter:
+            if r[0] == "X":
+                return xs[r[1]]
+            if lex and r[0] == "O" and r[2] is not None:
+                return entered(r, k)
+            return get(r[1])
+
+        CTX["stack"].append(("X" if lex else "P", me, k))
+        try:
+            results = [
+                ref.clean(finish(interpret(body, inner, LexK(k) if lex else k), last))
+                for body, last in zip(bodies, lasts, strict=True)
+            ]
+        finally:
+            CTX["stack"].pop()
+        history.append(results)
+        CTX["horizon"][me] = max(CTX["horizon"].get(me, -1), k)
+        fixed = k >= 3 + maxs and all(
+            variables[k - d] == xs and history[k - d] == results for d in range(1, maxs + 1)
+        )
+        if fixed and (lex or k > horizon):
+            for v in range(nv):
+                record(("R", me, v), t, results[v])
+            return results[out]
+        if not fixed and k > 3 + maxs + max(horizon, 0):
+            state = repr([sorted(c.items()) for w in variables[-maxs:] for c in w])
+            if state in seen_states:
+                raise Cycling  # the loop came back to a state that is no fixed point
+            seen_states.add(state)
     raise Cycling
 
 
@@ -276,12 +493,16 @@ def lex_fixed_point(
     x.update(start)
     x.subtract(previous_seed)
     x = ref.clean(x)
-    for _ in range(BOUND):
+    for k in range(BOUND):
 
         def inner(r: Any, x: Counter = x) -> Counter:
             return x if r == ("X",) else get(r[1])
 
-        result = ref.clean(finish(interpret(body, inner, 0), last))
+        CTX["stack"].append(("X", id(node), k))
+        try:
+            result = ref.clean(finish(interpret(body, inner, 0), last))
+        finally:
+            CTX["stack"].pop()
         if result == x:
             memory[index] = (result, start)
             return result
@@ -389,6 +610,28 @@ class Builder:
             result = inner.build(node[2])[-1]
             result = result.distinct() if node[3] == "distinct" else result.min()
             return variable.set(result).leave()
+        if kind in ("mutual", "lexm"):
+            _, seeds, steps, bodies, lasts, out = node
+            if kind == "lexm":
+                loop = self.scope.iterative("lexm", time_class=Lex)
+            else:
+                loop = self.scope.iterative("mutual")
+            entered: dict[Any, Collection] = {}
+            seeder = Builder(loop, self.get, self)  # seeds are entered refs only
+            seeder.entered = entered
+            variables = [
+                Variable(loop, None if sd is None else seeder.get(sd), step=st_)
+                for sd, st_ in zip(seeds, steps, strict=True)
+            ]
+            results = []
+            for body, last in zip(bodies, lasts, strict=True):
+                inner = Builder(loop, lambda r: variables[r[1]].collection, self)
+                inner.entered = entered
+                res = inner.build(body)[-1]
+                results.append(res.distinct() if last == "distinct" else res.min())
+            for var, res in zip(variables, results, strict=True):
+                var.set(res)
+            return results[out].leave()
         if kind == "region":
             with self.scope.region("region") as region:
                 inner = Builder(region, lambda r: self.get(r[1]).enter(region), self)
@@ -400,11 +643,11 @@ RECORDS = st.tuples(st.integers(0, D - 1), st.integers(0, D - 1))
 
 
 @st.composite
-def cases(draw: Any) -> Any:
+def cases(draw: Any, loops: bool = False) -> Any:
     n = draw(st.integers(1, 4))
     a = draw(ref.histories(RECORDS, count=n))
     b = draw(ref.histories(RECORDS, count=n))
-    program = draw(scope_program([("A",), ("B",)], [], 0, 6))
+    program = draw(scope_program([("A",), ("B",)], [], 0, 6, loops=loops))
     return a, b, program
 
 
@@ -412,9 +655,12 @@ def expected(a: ref.Epochs, b: ref.Epochs, program: Any) -> list[list[Counter]]:
     """Per epoch, every node's collection (raises :class:`Cycling`)."""
     out = []
     memory: dict[int, Any] = {}
+    reset_ctx()
     for e in range(len(a)):
         inputs = {("A",): ref.accumulated(a, e), ("B",): ref.accumulated(b, e)}
-        out.append(interpret(program, inputs.__getitem__, 1 << 30, memory))
+        CTX["epoch"] = e
+        values = interpret(program, inputs.__getitem__, 1 << 30, memory)
+        out.append(values)
     return out
 
 
