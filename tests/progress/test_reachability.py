@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections import Counter, deque
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -374,6 +375,92 @@ def test_tracker_frontiers_match_oracles(spec, data):
 def test_tracker_frontiers_match_oracles_nested(spec, data):
     model = Model(spec)
     run_tracker(model, data.draw(change_batches(model)))
+
+
+@st.composite
+def move_batches(draw, model: Model, max_batches=8):
+    """Batches that move pointstamps from one location to another at the same time, as
+    a worker's batches do (a capability passed downstream, a message consumed while its
+    operator holds the time), with the +1 and -1 of a move in one batch. Tokens are placed,
+    moved (several at once, sometimes back and forth) and retired."""
+    locs = model.locations()
+    tokens: list[tuple[int, Any]] = []
+    batches = []
+    for _ in range(draw(st.integers(1, max_batches))):
+        batch = []
+        for _ in range(draw(st.integers(1, 4))):
+            kind = draw(st.sampled_from(["place", "move", "move", "move", "retire"]))
+            if kind == "place" or not tokens:
+                loc = draw(st.sampled_from(locs))
+                token = (loc, draw(times(model.shape[loc])))
+                tokens.append(token)
+                batch.append((token, 1))
+            elif kind == "move":
+                i = draw(st.integers(0, len(tokens) - 1))
+                a, t = tokens[i]
+                b = draw(st.sampled_from([x for x in locs if model.shape[x] == model.shape[a]]))
+                tokens[i] = (b, t)
+                batch += [((b, t), 1), ((a, t), -1)]  # the new occurrence first
+            else:
+                batch.append((tokens.pop(draw(st.integers(0, len(tokens) - 1))), -1))
+        batches.append(batch)
+    return batches
+
+
+@SETTINGS
+@given(spec=st.one_of(graphs(max_loops=2), nested_graphs()), data=st.data())
+def test_tracker_frontiers_match_oracles_when_pointstamps_move(spec, data):
+    model = Model(spec)
+    run_tracker(model, data.draw(move_batches(model)))
+
+
+def test_tracker_keeps_the_class_of_times_equal_as_tuples():
+    """A Product loop and a Lex loop side by side: Product(1, 0) == Lex(1, 0) as tuples,
+    but each location's implied times keep their own class, also when crossings of both
+    classes at equal times arrive in one batch (a tracker that grouped crossings by time
+    alone would give one class to both)."""
+    g = GraphBuilder()
+    src = g.add_node("input", 0, 1)
+    into_p = g.add_node("ingress_p", 1, 1, [[[PathSummary.ingress(Product)]]])
+    into_l = g.add_node("ingress_l", 1, 1, [[[PathSummary.ingress(Lex)]]])
+    sink_p, sink_l = g.add_node("sink_p", 1, 0), g.add_node("sink_l", 1, 0)
+    g.add_edge((src, 0), (into_p, 0))
+    g.add_edge((src, 0), (into_l, 0))
+    g.add_edge((into_p, 0), (sink_p, 0))
+    g.add_edge((into_l, 0), (sink_l, 0))
+    r = g.build()
+    out_p, out_l, at_p, at_l = (
+        r.source(into_p, 0),
+        r.source(into_l, 0),
+        *(r.target(n, 0) for n in (sink_p, sink_l)),
+    )
+    tracker = Tracker(r)
+    # unpaired crossings (three placements) at equal times
+    tracker.update_iter([((out_p, Product(1, 0)), 1), ((out_l, Lex(1, 0)), 1)])
+    tracker.update(r.source(src, 0), 5, 1)
+    tracker.propagate()
+    assert [type(t) for t in tracker.frontier(at_p).frontier] == [Product]
+    assert [type(t) for t in tracker.frontier(at_l).frontier] == [Lex]
+    # a retirement and a placement at equal times of different classes, Product first
+    tracker.update_iter([((out_p, Product(1, 0)), -1), ((out_l, Lex(1, 1)), 1)])
+    tracker.update(out_l, Lex(1, 0), -1)
+    tracker.update(r.source(src, 0), 5, -1)
+    tracker.propagate()
+    tracker.update_iter([((out_p, Product(2, 0)), 1), ((out_l, Lex(1, 1)), -1)])
+    tracker.propagate()
+    tracker.update_iter([((out_p, Product(2, 0)), -1), ((out_l, Lex(2, 0)), 1)])
+    assert tracker.propagate()
+    assert tracker.frontier(at_p).frontier == []
+    assert [(type(t), t) for t in tracker.frontier(at_l).frontier] == [(Lex, Lex(2, 0))]
+    # the same among three crossings (grouped by time)
+    tracker.update(out_p, Product(3, 0), 1)
+    tracker.propagate()
+    tracker.update_iter(
+        [((out_p, Product(3, 0)), -1), ((out_l, Lex(3, 0)), 1), ((out_l, Lex(2, 0)), -1)]
+    )
+    assert tracker.propagate()
+    assert tracker.frontier(at_p).frontier == []
+    assert [(type(t), t) for t in tracker.frontier(at_l).frontier] == [(Lex, Lex(3, 0))]
 
 
 @SETTINGS
