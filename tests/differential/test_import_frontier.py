@@ -24,7 +24,13 @@ from hypothesis import strategies as st
 import naiad
 from naiad.differential import Collection, import_trace
 from tests.differential import reference as ref
-from tests.differential.test_sharing import A_RECORDS, B_RECORDS, check_from, share
+from tests.differential.test_sharing import (
+    A_RECORDS,
+    B_RECORDS,
+    arranged_source,
+    check_from,
+    share,
+)
 
 
 async def imported_as_of(
@@ -35,22 +41,8 @@ async def imported_as_of(
     from epoch 0 beside the rest of ``a``."""
     workers, processes = layout
     async with naiad.Runtime(workers, processes=processes, transport="inproc") as rt:
-
-        def first(scope: Any) -> Any:
-            session, collection = Collection.new_input(scope)
-            arranged = collection.arrange_by_key()
-            return session, arranged.trace, arranged.stream.probe()
-
-        df1 = rt.dataflow(first)
-        for e in range(before):
-            for w, (session, _, _) in enumerate(df1.results):
-                for record, diff in share(w, workers, a[e]):
-                    session.update(record, diff)
-                session.advance_to(e + 1)
-        await df1.results[0][2].wait(before - 1)
-        if compact:
-            for _, handle, _ in df1.results:
-                handle.set_logical_compaction([before])
+        df1 = await arranged_source(rt, a, before, compact)
+        peers = len(df1.results)
 
         def second(scope: Any) -> Any:
             session, collection = Collection.new_input(scope)
@@ -71,10 +63,10 @@ async def imported_as_of(
         for e in range(len(a)):
             for w, ((s1, _, _), (s2, *_)) in enumerate(zip(df1.results, df2.results, strict=True)):
                 if e >= before:
-                    for record, diff in share(w, workers, a[e]):
+                    for record, diff in share(w, peers, a[e]):
                         s1.update(record, diff)
                     s1.advance_to(e + 1)
-                for record, diff in share(w, workers, b[e]):
+                for record, diff in share(w, peers, b[e]):
                     s2.update(record, diff)
                 s2.advance_to(e + 1)
         df1.close_inputs()

@@ -24,29 +24,38 @@ def share(worker: int, workers: int, changes: list[tuple[Any, int]]) -> list[tup
     return [c for i, c in enumerate(changes) if i % workers == worker]
 
 
+async def arranged_source(rt: Any, a: ref.Epochs, before: int, compact: bool) -> Any:
+    """Dataflow 1 of ``rt``: ``a`` arranged by key, its first ``before`` epochs fed (split
+    over the workers) and complete, its history before ``before`` compacted if ``compact``;
+    each worker's result is ``(session, trace handle, probe)``."""
+
+    def first(scope: Any) -> Any:
+        session, collection = Collection.new_input(scope)
+        arranged = collection.arrange_by_key()
+        return session, arranged.trace, arranged.stream.probe()
+
+    df1 = rt.dataflow(first)
+    peers = len(df1.results)
+    for e in range(before):
+        for w, (session, _, _) in enumerate(df1.results):
+            for record, diff in share(w, peers, a[e]):
+                session.update(record, diff)
+            session.advance_to(e + 1)
+    await df1.results[0][2].wait(before - 1)
+    if compact:  # the history before `before` may be compacted before the import
+        for _, handle, _ in df1.results:
+            handle.set_logical_compaction([before])
+    return df1
+
+
 async def shared_join(
     a: ref.Epochs, b: ref.Epochs, before: int, workers: int, processes: int, compact: bool
 ) -> tuple[list[Any], list[Any]]:
     """Dataflow 1 arranges ``a``; after ``before`` epochs of it, dataflow 2 imports the
     arrangement and joins its own input ``b`` (fed from epoch ``before`` on) against it."""
     async with naiad.Runtime(workers, processes=processes, transport="inproc") as rt:
-
-        def first(scope: Any) -> Any:
-            session, collection = Collection.new_input(scope)
-            arranged = collection.arrange_by_key()
-            return session, arranged.trace, arranged.stream.probe()
-
-        df1 = rt.dataflow(first)
+        df1 = await arranged_source(rt, a, before, compact)
         peers = len(df1.results)
-        for e in range(before):
-            for w, (session, _, _) in enumerate(df1.results):
-                for record, diff in share(w, peers, a[e]):
-                    session.update(record, diff)
-                session.advance_to(e + 1)
-        await df1.results[0][2].wait(before - 1)
-        if compact:  # the history before `before` may be compacted before the import
-            for _, handle, _ in df1.results:
-                handle.set_logical_compaction([before])
 
         def second(scope: Any) -> Any:
             session, collection = Collection.new_input(scope)
