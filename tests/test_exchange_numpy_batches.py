@@ -90,3 +90,18 @@ def test_a_numpy_batch_keyed_by_floats_is_refused_not_truncated(config: dict[str
             **config,
         )
     assert "while routing records to operator 'by'" in "".join(info.value.__notes__)
+
+
+@pytest.mark.parametrize("batch", [[1, 2], np.array([1, 2])], ids=["list", "numpy"])
+def test_a_key_that_raises_is_reported_once(batch: Any) -> None:
+    """Regression (h22): the error of a key function that raises a TypeError was shown twice,
+    the second copy raised "during handling of" the first (the key was called again to see
+    whether it returned a non-integer)."""
+    from naiad.dataflow.channels import Exchange
+
+    def key(record: Any) -> int:
+        raise TypeError(f"no key for {record!r}")
+
+    with pytest.raises(TypeError, match=r"no key for (np\.int64\()?1") as info:
+        Exchange(key=key).partition(batch, 2)
+    assert info.value.__context__ is None or info.value.__suppress_context__

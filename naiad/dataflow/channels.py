@@ -16,6 +16,7 @@ as many.
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -112,7 +113,15 @@ class Exchange(Pact):
 def _raise_key_error(key: Callable[[Any], int], record: Any) -> NoReturn:
     """Re-raises the ``TypeError`` being handled, or, when ``key(record)`` is not an integer,
     one that says so."""
-    k = key(record)
+    error = sys.exc_info()[1]
+    try:
+        k = key(record)
+    except Exception:
+        if error is None:
+            raise
+        # the key raised itself (not a non-integer result): its own error, shown once, not
+        # a second copy "during handling of" the first
+        raise error from None
     if isinstance(k, int | np.integer):
         raise
     raise TypeError(
