@@ -44,6 +44,7 @@ from naiad.differential.updates import (
     updates_from_rows,
 )
 from naiad.differential.view import View, ViewVertex
+from naiad.operators.filter import verdicts
 from naiad.operators.gather import GatheredElsewhere, to_worker_zero
 from naiad.operators.input import InputError, InputHandle, check_ordered, check_reiterable
 from naiad.operators.probe import ProbeHandle
@@ -315,8 +316,7 @@ class Collection:
         """The records ``predicate`` accepts."""
 
         def keep(u: Updates) -> Updates:
-            verdicts = [predicate(x) for x in records_of(u.data)]
-            return u.take(np.fromiter(map(bool, verdicts), bool, len(u)))
+            return u.take(verdicts(predicate, records_of(u.data), len(u)))
 
         return self._apply(keep, name)
 

@@ -11,6 +11,7 @@ import numpy as np
 from naiad.actors.vertex import StatelessVertex
 from naiad.dataflow.channels import Pipeline
 from naiad.operators.aggregate import checked_functions
+from naiad.operators.filter import verdicts
 from naiad.progress.capability import Capability
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ class Branch(StatelessVertex):
         if isinstance(batch, np.ndarray):
             # the parts stay arrays of the batch's dtype: a list of its elements (np.void
             # records, rows) would not cross processes as the array's bytes
-            mask = np.fromiter((bool(predicate(r)) for r in batch), bool, len(batch))
+            mask = verdicts(predicate, batch, len(batch))
             outputs[0].send(cap, batch[mask])
             outputs[1].send(cap, batch[~mask])
             return

@@ -34,13 +34,13 @@ class Partition(StatelessVertex):
         outputs = self.shard.outputs
         if isinstance(batch, np.ndarray):
             # parts of a numpy batch stay arrays of its dtype and record shape (see branch)
-            routes = np.empty(len(batch), dtype=np.int64)
-            for n, record in enumerate(batch):
+            routes: list[int] = []
+            for record in batch:
                 i = route(record)
                 if i.__class__ is not int or not 0 <= i < parts:
                     i = _checked_part(self.name, i, parts, record)
-                routes[n] = i
-            for i, part in split_by_routes(batch, routes, parts):
+                routes.append(i)
+            for i, part in split_by_routes(batch, np.array(routes, dtype=np.int64), parts):
                 outputs[i].send(cap, part)
             return
         # only the parts that receive records: a batch costs its records, not the parts
