@@ -124,6 +124,15 @@ class Worker:
                 if changes:
                     self._submit(dataflow, changes)
 
+    def flush_outside_activation(self) -> None:
+        """Submits the progress batches of a change made outside every callback (a driver's
+        send, advance or drop). Inside one (an input fed, or a capability dropped, from an
+        operator's callback) the activation under way submits them whole when it ends
+        (invariant 1): its batch is half-built, and submitting it now would retire the message
+        the callback consumes before what it sends next is counted."""
+        if self.stack_depth == 0:
+            self.flush()
+
     # --- running -------------------------------------------------------------------------------
     def step(self, budget: int = ACTIVATIONS_PER_ROUND, deadline: float = float("inf")) -> int:
         """Runs up to ``budget`` activations, messages first, stopping early once the clock

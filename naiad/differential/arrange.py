@@ -718,7 +718,8 @@ class _ImportVertex(ImportVertex):
             self.spine.stop_listeners.remove(self._source_stopped)
         elif int(upper[0, 0]) > cap.time:
             cap.downgrade(int(upper[0, 0]))
-        self.shard.worker.flush()
+        # (called from the source's callbacks too, and from close_inputs in anyone's)
+        self.shard.worker.flush_outside_activation()
 
 
 def import_trace(

@@ -102,7 +102,7 @@ class InputHandle:
             self._failure = exc
 
     def _flush(self) -> None:
-        self._vertex.shard.worker.flush()
+        self._vertex.shard.worker.flush_outside_activation()
 
     @property
     def spans_processes(self) -> bool:

@@ -223,12 +223,7 @@ class UnorderedInputHandle:
             self._failure = exc
 
     def _flush(self) -> None:
-        """Submits the progress of a send or a drop made outside every callback; inside one
-        (a capability used by another operator's callback) the activation submits its batch
-        whole when it ends, as invariant 1 requires."""
-        worker = self._vertex.shard.worker
-        if worker.stack_depth == 0:
-            worker.flush()
+        self._vertex.shard.worker.flush_outside_activation()
 
 
 def new_unordered_input(

@@ -185,8 +185,8 @@ class Capability:
         """Outside every callback (a driver coroutine holding a retained capability) no
         activation follows to submit the worker's progress batch: submit it now."""
         worker = getattr(self._owner, "worker", None)
-        if worker is not None and worker.stack_depth == 0:
-            worker.flush()
+        if worker is not None:
+            worker.flush_outside_activation()
 
     def _release_borrowed(self) -> None:
         self._valid = False
