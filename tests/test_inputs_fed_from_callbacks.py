@@ -3,7 +3,8 @@ feeds, advances or closes an input of another on the same worker) must not submi
 worker's progress batch in the middle of that callback: the batch then holds the -1 of the
 message being consumed but not yet the +1 of what the callback sends next, so a downstream
 input frontier moved past (or emptied before) a message still to be delivered, and in a TCP
-cluster a dataflow could complete and drop the records in flight. Checked with an oracle:
+cluster a dataflow could complete and drop the records in flight. The same for a dataflow
+built inside a callback (building submits the new shards' progress). Checked with an oracle:
 every message arrives at a time its receiver's frontier still allows, and nothing is lost;
 on 1 worker, 2 workers and 2 simulated processes."""
 
@@ -83,3 +84,40 @@ async def test_an_input_used_inside_a_callback_keeps_the_frontiers_safe(
     if operation == "send":
         # the other dataflow got one record per batch inspected: their sizes add up
         assert sum(r for _, out in fed.results for _, r in out) == 3 * 5
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+async def test_a_dataflow_built_inside_a_callback_keeps_the_frontiers_safe(
+    config: dict[str, int],
+) -> None:
+    # building starts the new dataflow's shards and submits their progress: not the
+    # half-built batch of the dataflow whose callback builds it
+    seen: list[tuple[Any, bool, int]] = []
+    async with naiad.Runtime(**config) as rt:
+        built: list[naiad.Dataflow] = []
+
+        def build_one(time: Any, batch: Any) -> None:
+            built.append(rt.dataflow(lambda s: s.from_epochs([[len(batch)]]).collect(), "inner"))
+
+        def build(s: naiad.Scope) -> tuple[naiad.InputHandle, list[Any]]:
+            handle, stream = s.new_input()
+            checked = stream.inspect_batch(build_one).exchange(lambda x: 0).unary(Checker(seen))
+            return handle, checked.collect()
+
+        df = rt.dataflow(build, "building")
+        (first, _), *others = df.results
+        for handle, _ in others:
+            handle.close()
+        await idle_for_peers()
+        for epoch in range(3):
+            first.send([(epoch, i) for i in range(5)])
+            first.advance_to(epoch + 1)
+        first.close()
+        await df.finished()
+        for inner in built:
+            await inner.finished()
+    assert [t for t, allowed, _ in seen if not allowed] == []
+    assert sorted(r for _, out in df.results for _, r in out) == [
+        (e, i) for e in range(3) for i in range(5)
+    ]
+    assert sum(r for inner in built for out in inner.results for _, r in out) == 3 * 5

@@ -388,7 +388,8 @@ class Process:
                 if shard.wants_frontier:
                     shard.worker.schedule_notify(shard)
         for worker in self.workers:
-            worker.flush()
+            # (built from a callback, that worker's activation submits its batches whole)
+            worker.flush_outside_activation()
         if not initial:  # nothing holds a pointstamp, now or ever: no frontier will move
             self.maybe_complete.add(instance)
             self.group.wake()
