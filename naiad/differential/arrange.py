@@ -159,14 +159,19 @@ class ArrangeVertex(Vertex):
             ready = self.times.pop_ready([incomplete.frontier])  # least first
             if ready:
                 # one batch per held capability: a time goes to the first held time (in row
-                # order) at or before it
+                # order) at or before it. Every one of them covers [lower, frontier): the
+                # first insert moves the spine's upper to the frontier, and a later batch
+                # described from there would claim (as its lower and since) a frontier its
+                # own times are not at or after (a recoding re-sorts a batch compacted to
+                # its since, which then moved those updates to later times)
+                lower = spine.upper
                 caps = sorted(self.held.caps, key=lambda c: lattice.time_row(c.time, spine.depth))
                 groups: dict[int, list[Any]] = {}
                 for t in ready:
                     i = next(i for i, c in enumerate(caps) if less_equal(c.time, t))
                     groups.setdefault(i, []).append(t)
                 for i in sorted(groups):
-                    batch = self.seal(groups[i], frontier)
+                    batch = self.seal(groups[i], frontier, lower)
                     sealed = True
                     if len(batch):
                         self.send(caps[i], batch)
@@ -178,15 +183,15 @@ class ArrangeVertex(Vertex):
         if not len(frontier):
             spine.idle_merge()
 
-    def seal(self, times: list[Any], upper: np.ndarray) -> Batch:
+    def seal(self, times: list[Any], upper: np.ndarray, lower: np.ndarray) -> Batch:
         """Inserts the updates pending at ``times`` (complete, least first) into the spine as
-        one batch with upper frontier ``upper``, and returns it."""
+        one batch with frontiers ``lower`` and ``upper``, and returns it."""
         parts = [part for t in times for part in self.pending.pop(t)]
         part = parts[0].concat(*parts[1:]) if len(parts) > 1 else parts[0]
         if not self.whole:
             one_shape(part, self.spine.name, self.spine.by_record)
         return self.spine.insert_updates(
-            part.data[0], part.data[1:], part.times, part.diffs, upper=upper
+            part.data[0], part.data[1:], part.times, part.diffs, upper=upper, lower=lower
         )
 
     def checkpoint(self) -> Any:

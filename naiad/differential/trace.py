@@ -504,23 +504,19 @@ class Spine:
         times: np.ndarray,
         diffs: np.ndarray,
         upper: np.ndarray,
+        lower: np.ndarray | None = None,
     ) -> Batch:
-        """Encodes, seals and inserts updates whose times lie in ``[self.upper, upper)``."""
+        """Encodes, seals and inserts updates whose times lie in ``[lower, upper)``
+        (``lower`` by default the spine's upper: an arrangement that seals several batches at
+        one frontier step gives each the upper it had before the first)."""
         keys, *rest = self.encode([keys, *vals])
+        lower = self.upper if lower is None else lower
         # a new batch is also a message of changes: its times stay exact (since = lower);
         # logical compaction applies when batches merge, once every reader has read them
         batch = Batch.sealed(
-            keys,
-            tuple(rest),
-            times,
-            diffs,
-            self.upper,
-            upper,
-            self.upper[:0],
-            self.lex,
-            decode=self.decode,
+            keys, tuple(rest), times, diffs, lower, upper, lower[:0], self.lex, decode=self.decode
         )
-        batch.since = self.upper
+        batch.since = lower
         return self.insert(batch)
 
     def _settled(self) -> int:

@@ -64,7 +64,7 @@ class UpsertVertex(ArrangeVertex):
             self.stash(cap.time, records)
             self.held.add(cap)
 
-    def seal(self, times: list[Any], upper: np.ndarray) -> Batch:
+    def seal(self, times: list[Any], upper: np.ndarray, lower: np.ndarray) -> Batch:
         # per key, its upserts' values per time (times least first, as given)
         upserts: dict[Hashable, dict[Any, list[Any]]] = {}
         for t in times:
@@ -100,6 +100,7 @@ class UpsertVertex(ArrangeVertex):
             time_matrix(at, spine.depth),
             np.array(diffs, dtype=np.int64),
             upper=upper,
+            lower=lower,
         )
 
     def _winner(self, key: Any, t: Any, values: list[Any]) -> Any:
