@@ -312,8 +312,9 @@ class Process:
 
     async def leave(self, timeout: float) -> None:
         """Says goodbye to every peer and waits for theirs (so that no peer mistakes a
-        finished process for a dead one), then closes the transport. A peer lost meanwhile, or
-        a failure, ends the wait at once: no goodbye will come."""
+        finished process for a dead one), then closes the transport, also if cancelled while
+        it waits. A peer lost meanwhile, or a failure, ends the wait at once: no goodbye will
+        come."""
         if self.transport is None:
             return
         self.send_control({"goodbye": True})
@@ -328,7 +329,8 @@ class Process:
         except TimeoutError:
             missing = sorted(set(range(self.processes)) - self.goodbyes - {self.index})
             log.warning("process %d: no goodbye from processes %s", self.index, missing)
-        await self.transport.close()
+        finally:  # cancelled too (a timeout, Ctrl-C): no connection stays open
+            await self.transport.close()
 
     def fail(self, exc: BaseException) -> None:
         """Stops this process's work; tells the peers why (before the connections close),

@@ -463,19 +463,38 @@ class Runtime:
         return [(index, transport)]
 
     async def stop(self, graceful: bool = False) -> None:
+        """Stops every worker, fails the dataflows still running, leaves the cluster
+        (``graceful``: says goodbye and waits, at most ``connect_timeout``, for the peers'),
+        closes the connections and waits for the processes this runtime launched.
+
+        Cancelled meanwhile (a timeout, Ctrl-C), it still closes every connection and its
+        listening socket, and kills and reaps the processes it launched, before the
+        ``CancelledError`` goes on: nothing waits for the peers any more.
+        """
         self._closed = True
-        for process in self.processes:
-            await process.stop()
-            for instance in list(process.instances.values()):
-                # nothing will complete it now: its handles must not wait forever
-                instance.fail(DataflowStopped(f"dataflow {instance.name!r}: {CLOSED}"))
-        if graceful:
-            await asyncio.gather(*(p.leave(self.connect_timeout) for p in self.processes))
-        else:
+        try:
             for process in self.processes:
-                if process.transport is not None:
-                    await process.transport.close()
-        await self._reap_children(kill=not graceful)
+                await process.stop()
+                for instance in list(process.instances.values()):
+                    # nothing will complete it now: its handles must not wait forever
+                    instance.fail(DataflowStopped(f"dataflow {instance.name!r}: {CLOSED}"))
+            if graceful:
+                await asyncio.gather(*(p.leave(self.connect_timeout) for p in self.processes))
+            else:
+                await self._close_transports()
+            await self._reap_children(kill=not graceful)
+        except BaseException:
+            for child in self._children:  # first, and at once: a second cancel may follow
+                if child.poll() is None:
+                    child.kill()
+            await self._close_transports()
+            await self._reap_children(kill=True)
+            raise
+
+    async def _close_transports(self) -> None:
+        for process in self.processes:
+            if process.transport is not None:
+                await process.transport.close()  # (again: a no-op once closed)
 
     async def _reap_children(self, kill: bool) -> None:
         failed = []

@@ -1,11 +1,20 @@
 """A member of a cluster of real processes whose runtime is cancelled (a timeout) while it
 waits for its dataflows to finish: it stops at once and the other processes stop too, with
-an error that says why. Each script runs under ``naiad run`` on loopback."""
+an error that says why; cancelled while it leaves, it still closes its sockets and stops the
+processes it launched. Each script runs under ``naiad run`` (or launches itself) on
+loopback."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
+import pytest
+
+import naiad
 from tests.cluster.test_departures import REPORTS, naiad_run
 
 
@@ -163,3 +172,72 @@ def test_a_callback_that_exits_the_program_is_named_to_the_other_processes(
         "process 0 stopped the cluster: DataflowStopped: the runtime was stopped by SystemExit: 7"
     ) in done.stdout, done.stdout
     assert "(naiad: raised in operator 'leave' on worker 0 receiving a message" in done.stdout
+
+
+# Process 0 launches process 1 itself; process 1 stays in its runtime ("goodbye": process 0
+# waits for its goodbye) or leaves it and goes on running ("exit": process 0 waits for it to
+# exit) past the moment process 0's task is cancelled.
+CANCELLED_WHILE_LEAVING = """
+import asyncio, socket, sys, naiad
+
+async def main():
+    rt = naiad.Runtime(processes=2, transport="tcp")
+    me = rt.process_index
+    leaving = asyncio.Event()
+
+    async def run():
+        async with rt:
+            await rt.dataflow(lambda s: s.from_epochs([[1, 2]]).exchange(lambda x: x).probe()
+                              ).finished()
+            if me == 1 and sys.argv[1] == "goodbye":
+                await asyncio.sleep(60)
+            leaving.set()
+        if me == 1:
+            await asyncio.sleep(60)
+
+    task = asyncio.create_task(run())
+    if me == 1:
+        await task
+        return
+    await leaving.wait()
+    children = list(rt._children)
+    address = rt.processes[0].transport.addresses[0]
+    await asyncio.sleep(0.5)  # process 0 is waiting for process 1 now
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        print("cancelled")
+    print("running" if any(c.poll() is None for c in children) else "reaped")
+    try:
+        socket.create_connection(address, timeout=5).close()
+        print("listening")
+    except OSError:
+        print("closed")
+    for c in children:  # (what the runtime left behind must not outlive the test)
+        if c.poll() is None:
+            c.kill()
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("waiting_for", ["goodbye", "exit"])
+def test_a_runtime_cancelled_while_it_leaves_closes_its_socket_and_stops_its_processes(
+    tmp_path: Path, waiting_for: str
+) -> None:
+    """Regression: a cancellation (a timeout, Ctrl-C) while ``stop`` waited for process 1's
+    goodbye, or for process 1 to exit, skipped the rest of ``stop``: the listening socket
+    kept accepting connections and process 1 kept running, a child nobody would wait for."""
+    script = tmp_path / "leave.py"
+    script.write_text(textwrap.dedent(CANCELLED_WHILE_LEAVING))
+    root = Path(naiad.__file__).resolve().parents[1]  # this checkout, in every process
+    done = subprocess.run(
+        [sys.executable, str(script), waiting_for],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
+    assert done.stdout.split() == ["cancelled", "reaped", "closed"], (done.stdout, done.stderr)
+    assert done.returncode == 0, done.stderr
