@@ -93,7 +93,8 @@ log = logging.getLogger(__name__)
 FrontierListener = Callable[[list[int]], None]
 Pointstamp = tuple[int, Any]  # (location, time)
 Changes = list[tuple[Pointstamp, int]]
-# send(peer process, dataflow, sequence number, changes)
+# send(peer process, dataflow, sequence number, changes); raises, having sent nothing, if it
+# cannot send them (the number is then used by the next batch)
 Broadcast = Callable[[int, int, int, Changes], None]
 
 
@@ -310,8 +311,10 @@ class ProgressActor:
         for peer in [self.hub] if spoke else range(self.processes):
             if peer is not None and peer != self.process:
                 seq = self._next_out[peer]
-                self._next_out[peer] = seq + 1
+                # numbered once sent: a broadcast that raises (it sends nothing) leaves no gap
+                # that the peer would wait for forever
                 self._broadcast(peer, dataflow, seq, changes)
+                self._next_out[peer] = seq + 1
         self.stats.batches_sent += 1
         self.stats.updates_sent += len(changes)
         if spoke:

@@ -522,8 +522,24 @@ class Process:
         )
 
     def _broadcast(self, peer: int, dataflow: int, seq: int, changes: Changes) -> None:
+        """Sends a progress batch to ``peer``. One the transport would refuse stops the
+        runtime with an error that says so, before anything is sent or numbered: the batch
+        cannot be applied whole anywhere (invariant 1), and the peers must not wait for it."""
         assert self.transport is not None
         payload = encode_changes(changes)
+        limit = self.transport.max_message
+        if len(payload) > limit:
+            instance = self.instances.get(dataflow)
+            name = f" ({instance.name!r})" if instance is not None else ""
+            error = ValueError(
+                f"process {self.index}: a progress batch of dataflow {dataflow}{name} has "
+                f"{len(changes)} updates, {len(payload)} bytes encoded, more than the "
+                f"{limit} bytes a message between processes may carry: too many "
+                f"(location, time) pointstamps changed at once (keep fewer times in flight, or "
+                f"raise NAIAD_MAX_PAYLOAD on every process)"
+            )
+            self.runtime._fail(error)
+            raise error
         header = Header(Kind.PROGRESS, dataflow, 0, self.index, peer, len(payload), seq)
         self.transport.send(peer, header, [payload])
 

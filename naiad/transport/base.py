@@ -6,8 +6,11 @@ A transport moves frames (``codec.py``) from one process to another. Its contrac
   sent them (FIFO per pair), each exactly once, or the peer is reported lost;
 * delivery calls ``on_frame(peer, header, payload)`` on the receiver's event loop, with the
   payload as a buffer the receiver may keep (numpy batches are views of it);
-* ``send`` never blocks; ``drain`` waits while the transport holds more unsent bytes than its
-  bound (backpressure for producers that can wait, such as input feeders);
+* ``send`` never blocks, and refuses (``ValueError``, nothing sent) a frame whose payload
+  exceeds ``max_message``; a payload above ``max_payload`` but within ``max_message`` is
+  delivered whole (TCP sends it in parts); ``drain`` waits while the transport holds more
+  unsent bytes than its bound (backpressure for producers that can wait, such as input
+  feeders);
 * a peer that disappears is reported once through ``on_lost(peer, error)``; after
   ``expect_close(peer)`` (the peer said it is leaving) its connection closing is its
   departure: still reported, but not warned about;
@@ -56,6 +59,7 @@ class Transport(ABC):
         self.processes = processes
         self.stats = TransportStats()
         self.max_payload = MAX_PAYLOAD  # the largest frame payload a peer accepts
+        self.max_message = MAX_PAYLOAD  # the largest payload ``send`` takes (>= max_payload)
 
     @abstractmethod
     async def start(self, on_frame: FrameHandler, on_lost: LossHandler | None) -> None:

@@ -53,6 +53,11 @@ class InProcTransport(Transport):
         payload = b"".join(parts)
         if len(payload) != header.length:
             raise ValueError(f"frame length {header.length} does not match payload {len(payload)}")
+        if len(payload) > self.max_message:  # refused as TCP refuses it
+            raise ValueError(
+                f"a message of {len(payload)} bytes to process {peer} exceeds the limit of "
+                f"{self.max_message} bytes"
+            )
         self.stats.count(header.kind, len(payload) + 32)
         receiver = self._network.endpoints[peer]
         assert self._loop is not None

@@ -657,7 +657,7 @@ class TcpTransport(Transport):
         self._max_payload = self.max_payload = max_payload
         # a progress or control message larger than a frame travels in parts, reassembled
         # up to this size
-        self._max_message = max(max_payload, MAX_PAYLOAD)
+        self._max_message = self.max_message = max(max_payload, MAX_PAYLOAD)
         self._send_buffer_limit = send_buffer_limit
         self._peers_listening = peers_listening
         self._loop: asyncio.AbstractEventLoop | None = None
