@@ -98,6 +98,14 @@ Changes = list[tuple[Pointstamp, int]]
 Broadcast = Callable[[int, int, int, Changes], None]
 
 
+class UnappliableBatch(ValueError):
+    """A batch received from another process that names a location its dataflow lacks."""
+
+    def __init__(self, sender: int, message: str) -> None:
+        super().__init__(message)
+        self.sender = sender
+
+
 @dataclass
 class _Registered:
     tracker: Tracker
@@ -168,7 +176,8 @@ class ProgressActor:
         self._next_out = [0] * processes  # next sequence number to each peer
         self._next_in = [0] * processes  # next sequence number expected from each peer
         self._reorder: list[dict[int, tuple[int, Changes]]] = [{} for _ in range(processes)]
-        self._unbuilt: dict[int, list[Changes]] = {}  # batches for dataflows not built yet
+        # batches for dataflows not built yet, with their senders
+        self._unbuilt: dict[int, list[tuple[int, Changes]]] = {}
         # Which dataflows finished, without a record per finished dataflow (a runtime may
         # build and finish millions in turn): the runtime numbers them in the order it builds
         # them, so every id below ``_next_id`` was registered, and is finished once
@@ -189,9 +198,23 @@ class ProgressActor:
     ) -> None:
         """Starts tracking a dataflow from its initial capability counts (the same in every
         process, so no exchange is needed to agree on them); ``local_initial``: the part of
-        them held by this process's workers."""
+        them held by this process's workers. Then applies the batches received for it before
+        it was built, after checking every one of them (the check a built dataflow's batches
+        get when they arrive): if one names a location the dataflow lacks, raises
+        :class:`UnappliableBatch` naming its sender, having applied none of them and
+        registered nothing."""
         if dataflow in self._dataflows:
             raise ValueError(f"dataflow {dataflow} is already registered")
+        early = self._unbuilt.pop(dataflow, [])
+        count = len(reachability.locations)
+        for sender, changes in early:
+            for (loc, _), _ in changes:
+                if not (loc.__class__ is int and 0 <= loc < count):
+                    raise UnappliableBatch(
+                        sender,
+                        f"progress update for location {loc!r} of dataflow {dataflow}, which "
+                        f"has {count} locations",
+                    )
         if dataflow >= self._next_id:
             self._skipped.update(range(self._next_id, dataflow))
             self._next_id = dataflow + 1
@@ -208,8 +231,8 @@ class ProgressActor:
                     local[loc][time] = local[loc].get(time, 0) + count
             registered.local = local
         self._dataflows[dataflow] = registered
-        for changes in self._unbuilt.pop(dataflow, []):
-            self._apply_remote(dataflow, changes)
+        for sender, changes in early:
+            self._apply_remote(sender, dataflow, changes)
 
     def unregister(self, dataflow: int) -> None:
         """Stops tracking a completed dataflow; late batches for it are ignored."""
@@ -431,20 +454,20 @@ class ProgressActor:
         if seq > expected:
             self._reorder[sender][seq] = (dataflow, changes)
             return
-        self._apply_remote(dataflow, changes)
+        self._apply_remote(sender, dataflow, changes)
         expected += 1
         waiting = self._reorder[sender]
         while expected in waiting:
-            self._apply_remote(*waiting.pop(expected))
+            self._apply_remote(sender, *waiting.pop(expected))
             expected += 1
         self._next_in[sender] = expected
 
-    def _apply_remote(self, dataflow: int, changes: Changes) -> None:
+    def _apply_remote(self, sender: int, dataflow: int, changes: Changes) -> None:
         self.stats.batches_received += 1
         registered = self._dataflows.get(dataflow)
         if registered is None:
             if not self.finished(dataflow):
-                self._unbuilt.setdefault(dataflow, []).append(changes)
+                self._unbuilt.setdefault(dataflow, []).append((sender, changes))
             return
         if self.hub == self.process:
             # The hub merges a spoke's batch, whole, into what it broadcasts.

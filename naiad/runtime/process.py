@@ -36,7 +36,7 @@ from naiad.operators.input import ImportVertex, InputHandle, InputVertex
 from naiad.operators.probe import ProbeHandle
 from naiad.operators.unordered_input import UnorderedInputHandle, UnorderedInputVertex
 from naiad.progress.change_batch import ChangeBatch
-from naiad.progress.progress_actor import Changes, ProgressActor
+from naiad.progress.progress_actor import Changes, ProgressActor, UnappliableBatch
 from naiad.progress.reachability import Reachability
 from naiad.transport.base import Transport
 from naiad.transport.codec import (
@@ -366,7 +366,12 @@ class Process:
             for p in range(op.outputs)
         ]
         mine = [(key, self.local) for key, _ in initial]  # this process's workers' share
-        self.progress.register(ident, reachability, initial, instance.frontier_moved, mine)
+        try:
+            self.progress.register(ident, reachability, initial, instance.frontier_moved, mine)
+        except UnappliableBatch as exc:  # received before this build: rejected only now
+            error = self._rejected(exc.sender, exc)
+            self.runtime._fail(error)
+            raise error from None
         tracker = self.progress.tracker(ident)
         resident = self.progress.resident(ident)
         for worker, spec in zip(self.workers, builds, strict=True):
@@ -558,18 +563,21 @@ class Process:
     def _guarded(self, peer: int, handle: Callable[..., None], *args: Any) -> None:
         try:
             handle(*args)
-        except (FrameError, BuildError) as exc:
+        except BuildError as exc:
             log.error("process %d: rejected a frame from process %d: %s", self.index, peer, exc)
-            error = (
-                exc
-                if isinstance(exc, BuildError)
-                else ClusterError(
-                    f"process {peer} sent a frame process {self.index} cannot apply: {exc}", peer
-                )
-            )
-            self.runtime._fail(error)
+            self.runtime._fail(exc)
+        except FrameError as exc:
+            self.runtime._fail(self._rejected(peer, exc))
         except Exception as exc:  # a bug here must stop the runtime, not vanish in a callback
             self.runtime._fail(exc)
+
+    def _rejected(self, peer: int, exc: Exception) -> ClusterError:
+        """Logs a frame from ``peer`` that cannot be applied; the error that stops the
+        runtime for it."""
+        log.error("process %d: rejected a frame from process %d: %s", self.index, peer, exc)
+        return ClusterError(
+            f"process {peer} sent a frame process {self.index} cannot apply: {exc}", peer
+        )
 
     def _handle(self, peer: int, header: Header, payload: memoryview) -> None:
         if not 0 <= peer < self.processes or peer == self.index:
