@@ -11,18 +11,13 @@ import pytest
 import naiad
 import naiad.transport.base
 from naiad.progress.progress_actor import ProgressActor
-from naiad.progress.reachability import GraphBuilder
+from tests.progress.test_early_progress_batches import graph
 
 HANG = 10.0  # bounds a hang only
 
 
 def test_a_broadcast_that_raises_uses_no_sequence_number() -> None:
-    g = GraphBuilder()
-    a = g.add_node("in", 0, 1)
-    b = g.add_node("out", 1, 0)
-    g.add_edge((a, 0), (b, 0))
-    r = g.build()
-    src = r.source(a, 0)
+    r, src = graph()
     sent: list[tuple[int, int]] = []
 
     def broadcast(peer: int, dataflow: int, seq: int, changes: Any) -> None:
