@@ -75,8 +75,9 @@ def one_shape(batch: Updates, name: str, by_record: bool = False) -> None:
     """Raises ``ValueError`` naming the arrangement ``name`` if ``batch`` mixes records of
     different shapes (``Updates.mixed``: pairs beside single values, say): a keyed
     arrangement takes a tuple's first field as its key and the others as its value, one
-    column each, and such records have no columns in common. ``by_record`` (for ``count``,
-    ``distinct``, ``threshold``) suggests :meth:`Collection.packed` instead.
+    column each, and such records have no columns in common. ``by_record`` (an arrangement
+    routed by whole record) suggests :meth:`Collection.count` and its kin, which arrange
+    records of every shape (:mod:`~naiad.differential.lanes`).
 
     >>> u = Updates.of_values([(1, "a"), 5], np.zeros((2, 1), np.int64), np.ones(2, np.int64))
     >>> one_shape(u.take(np.array([0])), "join")  # pairs only
@@ -89,8 +90,7 @@ def one_shape(batch: Updates, name: str, by_record: bool = False) -> None:
         return
     a, b = two_shapes(batch.data[0])
     remedy = (
-        "to count whole records of several shapes, .packed() the collection first (each "
-        "record one field: a tuple counts whole)"
+        "count, distinct and threshold of the collection itself take records of any shapes"
         if by_record
         else "give every record one shape, such as (key, value) pairs with a tuple as the value"
     )
@@ -331,10 +331,7 @@ class Arranged:
 
     def _read(self, read: Callable[[Batch], Updates], name: str) -> Collection:
         """The collection of ``read(batch)`` for every batch of this arrangement."""
-        from naiad.differential.collection import Collection
-
-        node = self.scope.add_operator(name, _ReadBatches(read), [(self.stream, Pipeline())])
-        return Collection(self.stream.derive(node))
+        return read_batches(self.stream, read, name)
 
     def filter(self, predicate: Callable[[Any, Any], Any], name: str = "filter") -> Collection:
         """The records for which ``predicate(key, value)`` holds, read from this arrangement's
@@ -580,6 +577,14 @@ class Arranged:
 
         check_function(f, 1, name, "f(counts)")
         return total_arranged(self, f, False, name, "threshold(f)")
+
+
+def read_batches(stream: Any, read: Callable[[Batch], Updates], name: str) -> Collection:
+    """The collection of ``read(batch)`` for every batch of a stream of arranged batches."""
+    from naiad.differential.collection import Collection
+
+    node = stream.scope.add_operator(name, _ReadBatches(read), [(stream, Pipeline())])
+    return Collection(stream.derive(node))
 
 
 def _into(other: Arranged, scope: Any, name: str) -> Arranged:

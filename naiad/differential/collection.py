@@ -10,7 +10,8 @@ Records that are tuples of one length become one column per field; numbers stay 
 columns, other values become ``object`` columns (dictionary-encoded when sorted or arranged:
 one Python dict lookup per value). Keyed operators take a tuple record's first field as its
 key, so they refuse a collection whose records mix tuple lengths (arrangements by whole
-records, such as a semijoin's keys, take any shapes). A float field may not be NaN: NaN is
+records, such as a semijoin's keys, take any shapes, and so do ``count``, ``distinct`` and
+``threshold``: :mod:`~naiad.differential.lanes`). A float field may not be NaN: NaN is
 not equal to itself, so its changes could never cancel; input sessions refuse it, and an
 operator that makes one fails when the record is consolidated.
 Routing uses :func:`~naiad.differential.updates.stable_hash`, equal in every process
@@ -32,6 +33,7 @@ from naiad.differential import iterate as iterate_mod
 from naiad.differential import lattice
 from naiad.differential import reduce as reduce_mod
 from naiad.differential.arrange import Arranged, arrange, encloses
+from naiad.differential.lanes import ArrangedByRecord, arrange_by_record
 from naiad.differential.updates import (
     NAN_MESSAGE,
     Updates,
@@ -603,8 +605,7 @@ class Collection:
     def _per_record(self, logic: Any, name: str) -> Collection:
         """``logic`` (a per-record one) over this collection routed by whole records: the
         records of one key spread over the workers (see :meth:`count`)."""
-        arranged = arrange(self, name + ".arrange", by_record=True)
-        return arranged.reduce(logic, name).as_collection()
+        return arrange_by_record(self, name + ".arrange").reduce(logic, name)
 
     def count(self, name: str = "count") -> Collection:
         """``(*record, count)`` for every distinct record.
@@ -614,11 +615,16 @@ class Collection:
         every worker; ``count``, ``distinct`` and ``threshold`` of an :class:`Arranged` read
         it as it is partitioned, by key. With totally ordered times (outside ``Product``
         loops), :meth:`count_total` gives the same changes without an output arrangement.
+        Records may differ in shape, in one batch or between batches: each width of record
+        is arranged apart (:mod:`~naiad.differential.lanes`).
 
         >>> import naiad
         >>> naiad.run(lambda s: Collection.from_epochs(s, [[((0, "a"), 2), ((0, "b"), 1)]])
         ...           .count().changes())
         [[((0, 'a', 2), 0, 1), ((0, 'b', 1), 0, 1)]]
+        >>> naiad.run(lambda s: Collection.from_epochs(s, [[(1, 1), ((1, 2), 1), ((1, 2, 3), 2)]])
+        ...           .count().changes())
+        [[((1, 1), 0, 1), ((1, 2, 1), 0, 1), ((1, 2, 3, 2), 0, 1)]]
         """
         return self._per_record(reduce_mod.CountLogic(), name)
 
@@ -644,11 +650,11 @@ class Collection:
         ...           .count_total().changes())
         [[(('a', 2), 0, 1), (('a', 2), 1, -1), (('a', 3), 1, 1), (('b', 1), 1, 1)]]
         """
-        return self._total(name, "count()").count_total(name)
+        return self._total(name, "count()").total(None, True, name)
 
     def distinct_total(self, name: str = "distinct_total") -> Collection:
         """:meth:`distinct` for totally ordered times (as :meth:`count_total`)."""
-        return self._total(name, "distinct()").distinct_total(name)
+        return self._total(name, "distinct()").total(None, False, name)
 
     def threshold_total(
         self, f: Callable[[np.ndarray], Any], name: str = "threshold_total"
@@ -656,15 +662,15 @@ class Collection:
         """:meth:`threshold` for totally ordered times (as :meth:`count_total`): every record
         with multiplicity ``f(count)``, ``f`` called once per batch on the non-zero counts."""
         check_function(f, 1, name, "f(counts)")
-        return self._total(name, "threshold(f)").threshold_total(f, name)
+        return self._total(name, "threshold(f)").total(f, False, name)
 
-    def _total(self, name: str, instead: str) -> Arranged:
+    def _total(self, name: str, instead: str) -> ArrangedByRecord:
         """This collection arranged by whole record for a ``*_total`` operator (its scope's
         times checked first, so nothing is built for a refused one)."""
         from naiad.differential.total import check_totally_ordered
 
         check_totally_ordered(self.scope, name, instead)
-        return arrange(self, name + ".arrange", by_record=True)
+        return arrange_by_record(self, name + ".arrange")
 
     def sum(self, name: str = "sum") -> Collection:
         """``(key, sum of value x multiplicity)`` for ``(key, number)`` records."""

@@ -742,13 +742,16 @@ def reduce_arranged(arranged: Arranged, logic: Logic | Callable[..., Any], name:
     """``arranged`` reduced per key by ``logic``; the result is an arrangement (by key)."""
     if not isinstance(logic, Logic):
         logic = GenericLogic(logic)
-    source = arranged.spine
     if not logic.per_record:
-        check_keyed(source, name, "a reduce per key")
+        check_keyed(arranged.spine, name, "a reduce per key")
+    vertex = reduce_vertex(arranged.spine, arranged.handle(), logic, name)
+    node = arranged.scope.add_operator(name, vertex, [(arranged.stream, Pipeline())])
+    return Arranged(arranged.stream.derive(node), vertex.output)
+
+
+def reduce_vertex(source: Spine, handle: TraceHandle, logic: Logic, name: str) -> ReduceVertex:
+    """The vertex reducing ``source`` (read through ``handle``) by ``logic``, with a new
+    output spine named ``name``."""
     output = Spine(source.depth, source.lex, name, source.worker)
     output.by_record = source.by_record  # found on the workers of their input records
-    handle = arranged.handle()
-    own = TraceHandle(output)
-    vertex = ReduceVertex(source, handle, output, own, logic)
-    node = arranged.scope.add_operator(name, vertex, [(arranged.stream, Pipeline())])
-    return Arranged(arranged.stream.derive(node), output)
+    return ReduceVertex(source, handle, output, TraceHandle(output), logic)

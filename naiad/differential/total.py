@@ -237,8 +237,14 @@ def total_arranged(
     from naiad.differential.collection import Collection
 
     check_totally_ordered(arranged.scope, name, instead)
-    handle = arranged.handle()
-    handle.set_physical_compaction(-1)  # nothing read yet: the spine keeps new batches apart
-    vertex = TotalVertex(handle, f, counting, name)
+    vertex = total_vertex(arranged.handle(), f, counting, name)
     node = arranged.scope.add_operator(name, vertex, [(arranged.stream, Pipeline())])
     return Collection(arranged.stream.derive(node))
+
+
+def total_vertex(
+    handle: TraceHandle, f: Threshold | None, counting: bool, name: str
+) -> TotalVertex:
+    """The vertex of a ``*_total`` operator reading a spine through ``handle``, a new one."""
+    handle.set_physical_compaction(-1)  # nothing read yet: the spine keeps new batches apart
+    return TotalVertex(handle, f, counting, name)

@@ -839,6 +839,21 @@ class Updates:
             for t, rows in time_groups(self.times, lex)
         ]
 
+    def by_width(self) -> list[tuple[int, Updates]]:
+        """The updates split by their records' number of fields (:func:`fields_of`):
+        ``(width, updates)`` per width, each part columns again (one per field). A batch
+        that does not mix shapes is one part, itself, at the cost of a length.
+
+        >>> m = Updates.of_values([(1, "a"), 5, (2, "b", 3)], np.zeros((3, 1), np.int64),
+        ...                       np.ones(3, np.int64))
+        >>> [(w, p.to_records()) for w, p in m.by_width()]
+        [(1, [(5, 0, 1)]), (2, [((1, 'a'), 0, 1)]), (3, [((2, 'b', 3), 0, 1)])]
+        """
+        if not self.mixed:
+            return [(len(self.data), self)]
+        widths = np.fromiter(map(fields_of, self.data[0].tolist()), np.int64, len(self))
+        return [(int(w), self.take(widths == w)) for w in unique_sorted(widths).tolist()]
+
     def __getitem__(self, index: np.ndarray) -> Updates:
         return self.take(index)  # so exchange can route a batch with an index array
 

@@ -165,8 +165,6 @@ def test_pairs_filtered_from_a_mixed_batch_join_by_their_key(workers: int) -> No
         (lambda c, o: c.join(o), "join.arrange", "one shape"),
         (lambda c, o: c.arrange_by_key("by_key").count(), "by_key", "one shape"),
         (lambda c, o: c.reduce(lambda k, vs: vs), "reduce.arrange", "one shape"),
-        (lambda c, o: c.count(), "count.arrange", r"\.packed\(\)"),
-        (lambda c, o: c.distinct(), "distinct.arrange", r"\.packed\(\)"),
     ],
 )
 def test_a_batch_still_mixed_is_refused_by_keyed_operators(
