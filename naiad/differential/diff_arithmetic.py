@@ -21,6 +21,15 @@ exact (slower, still vectorized) check run:
   and those alone are multiplied as Python ints;
 - running sums, differences: Python ints (``object`` arrays), only past the bound.
 
+Not every sum is a result. A *result* (the consolidated multiplicity of a record at a time,
+an output change, a count) must fit in int64, and one that does not is refused. A merge of
+a spine's batches or of a view's runs sums a record's rows over a run of times compacted to
+one: a change between two counts, which may leave int64 while every count fits. Such merges
+ask for *split* sums (:func:`split_sums`, :func:`pieces`): a sum beyond int64 is held as
+several rows of its sign at that record and time, each within int64, so a merged batch may
+hold a (record, time) in more than one row, and a reader that sums a result from them sums
+them exactly as any other rows. Nothing is refused until a result is.
+
 The error message says what overflowed and, where the caller knows it, for which record at
 which time; the operator's name and time are added by the runtime's note (as for any error
 an operator raises), and the dataflow fails like any other operator error.
@@ -130,6 +139,40 @@ def _wrapped(diffs: np.ndarray, starts: np.ndarray) -> tuple[int, int] | None:
         return None
     g = int(out[0])
     return g, int(high[g]) * 2**32 + (int(low[g]) & _LOW)
+
+
+def pieces(total: int) -> list[int]:
+    """``total`` (an exact sum of diffs) as the fewest diffs of its sign that sum to it:
+    ``[total]`` when it fits in int64 (``[]`` for zero), else as many ``+-(2**63 - 1)`` as
+    it takes and the rest. A sum of ``k`` diffs needs at most ``k`` pieces.
+
+    >>> pieces(5), pieces(0), pieces(-(2**64))
+    ([5], [], [-9223372036854775807, -9223372036854775807, -2])
+    """
+    if DIFF_MIN <= total <= DIFF_MAX:
+        return [total] if total else []
+    whole, rest = divmod(abs(total), DIFF_MAX)
+    sign = 1 if total > 0 else -1
+    return [sign * DIFF_MAX] * whole + ([sign * rest] if rest else [])
+
+
+def split_sums(diffs: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The groups' exact sums as rows (groups as for :func:`group_sums`): the group of
+    each row, in order, and its diff; a zero sum has no row, one beyond int64 its
+    :func:`pieces`. For the merges whose sums are not results (see above); exact Python
+    ints, so for groups :func:`group_sums` refused.
+
+    >>> groups, sums = split_sums(np.array([2**62, 2**62, 2**62, 1, -1]), np.array([0, 3]))
+    >>> groups.tolist(), sums.tolist()
+    ([0, 0], [9223372036854775807, 4611686018427387905])
+    """
+    groups: list[int] = []
+    out: list[int] = []
+    for g, total in enumerate(np.add.reduceat(diffs.astype(object), starts).tolist()):
+        parts = pieces(total)
+        groups += [g] * len(parts)
+        out += parts
+    return np.array(groups, dtype=np.int64), np.array(out, dtype=np.int64)
 
 
 def scaled_sizes(sizes: np.ndarray, diff: int, what: str = "the diffs") -> np.ndarray:

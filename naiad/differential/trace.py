@@ -1,7 +1,8 @@
 """Arrangements' state (K-Pg §3): immutable sorted batches, the spine that merges them, trace
 handles that drive compaction, and cursors.
 
-A :class:`Batch` holds updates sorted by (key, values, time), all columns numeric (``object``
+A :class:`Batch` holds updates sorted by (key, values, time), one row each (but for a merge's
+sum beyond int64, held as several rows: see :func:`merge`), all columns numeric (``object``
 columns are dictionary-encoded by the process-wide :data:`INTERNER`), and is described by the
 frontiers ``lower`` and ``upper`` (its updates' times are at or after ``lower`` and not at or
 after ``upper``) and ``since`` (its times were advanced to that frontier). Batches also carry
@@ -131,14 +132,16 @@ class Batch:
         lex: Sequence[bool] = (),
         runs: bool = False,
         decode: Callable[[int, np.ndarray], np.ndarray] = lambda i, col: col,
+        split: bool = False,
     ) -> Batch:
         """Sorts and consolidates the updates (times first advanced to ``since``); ``runs``:
         they are a concatenation of sorted batches. A sum of diffs beyond int64 raises
         ``DiffOverflowError`` naming the record (its columns read with ``decode(column,
-        stored)``) and time."""
+        stored)``) and time; with ``split`` (a merge: its sums are changes between counts,
+        not results) it is held as several rows of its sign instead."""
         times = lattice.advance_by(times, since, lex)
         try:
-            cols, times, sums = consolidated([keys, *vals], times, diffs, runs)
+            cols, times, sums = consolidated([keys, *vals], times, diffs, runs, split)
         except DiffOverflowError as e:  # the record, decoded, and its (advanced) time
             row = e.row or 0
             columns = [decode(i, c[row : row + 1]) for i, c in enumerate([keys, *vals])]
@@ -287,7 +290,20 @@ def _bisect(
 
 
 def merge(batches: Sequence[Batch], since: np.ndarray, lex: Sequence[bool]) -> Batch:
-    """One batch holding the updates of adjacent ``batches``, compacted to ``since``."""
+    """One batch holding the updates of adjacent ``batches``, compacted to ``since``.
+
+    A record's rows at the times that become one sum to a change between two of its counts
+    (the accumulations before the first batch and at the time), which may leave int64 while
+    every count fits: such a sum is held as several rows of its sign at that time, never
+    refused (a reader summing a count from them gets it exactly).
+
+    >>> one = Batch(np.array([7]), (), np.array([[1]]), np.array([-(2**63) + 1]),
+    ...             np.array([[1]]), np.array([[2]]), np.array([[1]]))
+    >>> two = Batch(np.array([7]), (), np.array([[2]]), np.array([-(2**63) + 1]),
+    ...             np.array([[2]]), np.array([[3]]), np.array([[2]]))
+    >>> merge([one, two], np.array([[3]]), ()).diffs.tolist()
+    [-9223372036854775807, -9223372036854775807]
+    """
     keys = np.concatenate([b.keys for b in batches])
     vals = tuple(np.concatenate(cols) for cols in zip(*(b.vals for b in batches), strict=True))
     times = np.concatenate([b.times for b in batches])
@@ -303,6 +319,7 @@ def merge(batches: Sequence[Batch], since: np.ndarray, lex: Sequence[bool]) -> B
         lex,
         runs=True,
         decode=batches[-1].decode,
+        split=True,
     )
     out.seq_lo, out.seq_hi = batches[0].seq_lo, batches[-1].seq_hi
     out.encoded = batches[-1].encoded
@@ -732,7 +749,9 @@ class Cursor:
         keys, vals, times, diffs = concat_parts(
             [b.take(slice(None)) for b in batches], spine.width, spine.depth
         )
-        cols, self._times, self._diffs = consolidated([keys, *vals], times, diffs)
+        # split: a sum at a time that merges compacted is a change between counts, not a
+        # result; :meth:`values` sums the pieces of one into an exact Python int
+        cols, self._times, self._diffs = consolidated([keys, *vals], times, diffs, split=True)
         self._keys, self._vals = cols[0], tuple(cols[1:])
         self._decoded_keys = self._decode(0, self._keys)
         self._starts = group_starts(self._keys)
@@ -815,7 +834,11 @@ class Cursor:
         for j, val in enumerate(rows):
             entry = (lattice.time_of(self._times[lo + j], self.spine.lex), int(self._diffs[lo + j]))
             if out and out[-1][0] == val:
-                out[-1][1].append(entry)
+                history = out[-1][1]
+                if history[-1][0] == entry[0]:  # pieces of one sum beyond int64
+                    history[-1] = (entry[0], history[-1][1] + entry[1])
+                else:
+                    history.append(entry)
             else:
                 out.append((val, [entry]))
         return out

@@ -35,8 +35,10 @@ from naiad.differential.diff_arithmetic import (
     describe_row,
     group_sums,
     negated,
+    pieces,
     products,
     scaled_sizes,
+    split_sums,
 )
 from naiad.differential.lattice import advance_by, frontier_rows, time_of
 from naiad.transport.codec import object_column, register_columnar
@@ -508,33 +510,43 @@ def reject_nan_values(columns: Sequence[np.ndarray], first: int = 0) -> None:
 
 
 def consolidation(
-    columns: Sequence[np.ndarray], times: np.ndarray, diffs: np.ndarray, runs: bool = False
+    columns: Sequence[np.ndarray],
+    times: np.ndarray,
+    diffs: np.ndarray,
+    runs: bool = False,
+    split: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """For numeric columns: the index of one row per distinct non-cancelling (columns, time),
-    in sorted order, and the summed diffs: one sort and one ``add.reduceat``."""
+    in sorted order, and the summed diffs: one sort and one ``add.reduceat``. A sum beyond
+    int64 raises ``DiffOverflowError``; with ``split``, for a merge whose sums are partial
+    (see :mod:`~naiad.differential.diff_arithmetic`), it is several rows instead (its row's
+    index repeated, with its :func:`~naiad.differential.diff_arithmetic.pieces`)."""
     n = len(diffs)
     if n == 0:
         return np.zeros(0, dtype=np.int64), diffs
     if n <= SMALL and all(c.dtype.kind in "iub" for c in columns):
-        return _small_consolidation(columns, times, diffs)
+        return _small_consolidation(columns, times, diffs, split)
     reject_nan(columns)
     order, change = sorted_groups([*columns, *times.T], runs)
     starts = np.flatnonzero(change)
     first = diffs[0]
-    if first and (diffs == first).all():
-        # one diff for every row (a load of insertions): the sums are the group sizes, with
-        # no gather of the diffs in sorted order, and none cancels
-        sizes = np.diff(starts, append=n)
-        if first == 1:
-            return order[starts], sizes
-        try:
-            return order[starts], scaled_sizes(sizes, first)
-        except DiffOverflowError as e:
-            raise _sum_beyond(times, int(order[starts[e.row or 0]]), e) from None
     try:
+        if first and (diffs == first).all():
+            # one diff for every row (a load of insertions): the sums are the group sizes,
+            # with no gather of the diffs in sorted order, and none cancels
+            sizes = np.diff(starts, append=n)
+            if first == 1:
+                return order[starts], sizes
+            try:
+                return order[starts], scaled_sizes(sizes, first)
+            except DiffOverflowError as e:  # (its row: the group's first, as group_sums's)
+                raise DiffOverflowError(e.what, e.value, int(starts[e.row or 0])) from None
         sums = group_sums(diffs[order], starts)
     except DiffOverflowError as e:
-        raise _sum_beyond(times, int(order[e.row or 0]), e) from None
+        if not split:
+            raise _sum_beyond(times, int(order[e.row or 0]), e) from None
+        groups, sums = split_sums(diffs[order], starts)
+        return order[starts[groups]], sums
     keep = sums != 0
     return order[starts[keep]], sums[keep]
 
@@ -547,7 +559,11 @@ def _sum_beyond(times: np.ndarray, row: int, error: DiffOverflowError) -> DiffOv
 
 
 def consolidated(
-    columns: Sequence[np.ndarray], times: np.ndarray, diffs: np.ndarray, runs: bool = False
+    columns: Sequence[np.ndarray],
+    times: np.ndarray,
+    diffs: np.ndarray,
+    runs: bool = False,
+    split: bool = False,
 ) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
     """:func:`consolidation`'s rows taken: the columns, times and summed diffs.
 
@@ -556,7 +572,7 @@ def consolidated(
     >>> cols[0].tolist(), times.tolist(), diffs.tolist()
     ([1, 2], [[0], [0]], [1, 2])
     """
-    picked, sums = consolidation(columns, times, diffs, runs)
+    picked, sums = consolidation(columns, times, diffs, runs, split)
     return [c[picked] for c in columns], take_rows(times, picked), sums
 
 
@@ -567,7 +583,7 @@ an iterative computation are made of such small batches)."""
 
 
 def _small_consolidation(
-    columns: Sequence[np.ndarray], times: np.ndarray, diffs: np.ndarray
+    columns: Sequence[np.ndarray], times: np.ndarray, diffs: np.ndarray, split: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`consolidation` of a few rows with a dictionary and a sort of tuples; the same
     result (the first row of each group, groups in sorted order)."""
@@ -588,7 +604,11 @@ def _small_consolidation(
     try:
         return np.array(picked, dtype=np.int64), as_diffs(sums)
     except DiffOverflowError as e:
-        raise _sum_beyond(times, picked[e.row or 0], e) from None
+        if not split:
+            raise _sum_beyond(times, picked[e.row or 0], e) from None
+    parts = [pieces(d) for d in sums]
+    split_rows = [i for i, p in zip(picked, parts, strict=True) for _ in p]
+    return np.array(split_rows, np.int64), np.array([d for p in parts for d in p], np.int64)
 
 
 def unique_sorted(values: np.ndarray) -> np.ndarray:
@@ -889,10 +909,11 @@ class Updates:
         except DiffOverflowError as e:
             raise e.located(*describe_row(self.data, self.times, e.row or 0)) from None
 
-    def consolidate(self) -> Updates:
+    def consolidate(self, split: bool = False) -> Updates:
         """Sums the diffs of equal ``(data, time)`` and drops zeros; sorted by data, time.
         A sum beyond int64 raises ``DiffOverflowError`` (an ``OverflowError``) naming the
-        record and time, never wraps.
+        record and time, never wraps; with ``split`` (a merge whose sums are partial, not
+        results) it is held as several rows of its sign instead.
 
         >>> Updates.from_records([("a", 0, 2**62), ("a", 0, 2**62)]).consolidate()
         ... # doctest: +ELLIPSIS
@@ -904,7 +925,9 @@ class Updates:
         if n == 0:
             return self
         try:
-            picked, sums = consolidation([_codes(c) for c in self.data], self.times, self.diffs)
+            picked, sums = consolidation(
+                [_codes(c) for c in self.data], self.times, self.diffs, split=split
+            )
         except DiffOverflowError as e:
             raise e.located(*describe_row(self.data, self.times, e.row or 0)) from None
         if self.mixed:  # the records left may have one shape
@@ -927,11 +950,16 @@ class Updates:
 
 
 def merge_updates(
-    parts: Sequence[Updates], since: np.ndarray | None = None, lex: Sequence[bool] = ()
+    parts: Sequence[Updates],
+    since: np.ndarray | None = None,
+    lex: Sequence[bool] = (),
+    split: bool = False,
 ) -> Updates:
     """The updates of ``parts`` (at least one) as one consolidated batch; with ``since`` (a
     frontier's time rows), their times first advanced to it (:func:`lattice.advance_by`), so
     that changes of a record that are alike at every time in advance of ``since`` cancel.
+    ``split``: a sum beyond int64 is a partial one (a view's runs), held as several rows
+    (see :meth:`Updates.consolidate`), not refused.
 
     >>> a = Updates.from_records([("x", 0, 1), ("y", 1, 1)])
     >>> b = Updates.from_records([("x", 2, -1)])
@@ -943,7 +971,7 @@ def merge_updates(
     u = parts[0].concat(*parts[1:]) if len(parts) > 1 else parts[0]
     if since is not None and len(u):
         u = u.retimed(advance_by(u.times, since, lex))
-    return u.consolidate()
+    return u.consolidate(split)
 
 
 def _to_columns(u: Updates) -> tuple[str, list[np.ndarray]]:

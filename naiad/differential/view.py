@@ -1,6 +1,7 @@
 """Materialized views: a collection's accumulated contents, read at completed times.
 
-A :class:`View` holds the updates its input sent as a few consolidated *runs*, oldest first,
+A :class:`View` holds the updates its input sent as a few consolidated *runs*, oldest first
+(a merge's sum beyond int64, a change between counts, held as several rows, as a spine's),
 merged geometrically as a :class:`~naiad.differential.trace.Spine` merges batches: a new
 message is a run (a few small ones wait and are merged together), and the youngest run is
 merged into its elder neighbour while that neighbour is at most twice its size. Runs then
@@ -244,14 +245,14 @@ class View:
 
     def _merge_last(self, count: int) -> None:
         # only reached with a compaction frontier set (_insert appends until then)
-        merged = merge_updates(self.runs[-count:], self._since, self.lex)
+        merged = merge_updates(self.runs[-count:], self._since, self.lex, split=True)
         self.runs[-count:] = [merged] if len(merged) else []
 
     def _merge_all(self) -> None:
         """Merges every run into one, compacted to the current frontier (nothing to do if
         that one run is compacted to it already)."""
         if len(self.runs) > 1 or (self.runs and self._merged_to is not self._since):
-            merged = merge_updates(self.runs, self._since, self.lex)
+            merged = merge_updates(self.runs, self._since, self.lex, split=True)
             self.runs = [merged] if len(merged) else []
             self._merged_to = self._since
 
