@@ -28,7 +28,8 @@ one: a change between two counts, which may leave int64 while every count fits. 
 ask for *split* sums (:func:`split_sums`, :func:`pieces`): a sum beyond int64 is held as
 several rows of its sign at that record and time, each within int64, so a merged batch may
 hold a (record, time) in more than one row, and a reader that sums a result from them sums
-them exactly as any other rows. Nothing is refused until a result is.
+them exactly as any other rows. Nothing is refused until a result is. Negation likewise:
+``-(-2**63)`` is held as two rows, ``2**63 - 1`` and ``1`` (:func:`split_negation`).
 
 The error message says what overflowed and, where the caller knows it, for which record at
 which time; the operator's name and time are added by the runtime's note (as for any error
@@ -214,23 +215,6 @@ def products(a: np.ndarray, b: np.ndarray, what: str = "the product of diffs") -
                     x, y = int(a[row]), int(b[row])
                     raise beyond(f"{what} {x} x {y} is", value, row)
     return out
-
-
-def negated(diffs: np.ndarray, what: str = "diff") -> np.ndarray:
-    """``-diffs``, or a :class:`DiffOverflowError` for a diff of ``-2**63`` (whose negation,
-    ``2**63``, int64 cannot hold: numpy gives ``-2**63`` back).
-
-    >>> negated(np.array([1, -5])).tolist()
-    [-1, 5]
-    >>> negated(np.array([1, -(2**63)]))  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    naiad...DiffOverflowError: the negation of diff ... is 9223372036854775808, ...
-    """
-    if len(diffs) and int(diffs.min()) == DIFF_MIN:
-        row = int(np.argmin(diffs))
-        raise beyond(f"the negation of {what} {DIFF_MIN} is", _LIMIT, row)
-    return -diffs
 
 
 def split_negation(diffs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -34,10 +34,10 @@ from naiad.differential.diff_arithmetic import (
     as_diffs,
     describe_row,
     group_sums,
-    negated,
     pieces,
     products,
     scaled_sizes,
+    split_negation,
     split_sums,
 )
 from naiad.differential.lattice import advance_by, frontier_rows, time_of
@@ -901,13 +901,22 @@ class Updates:
         return Updates((object_column(records_of(self.data)),), self.times, self.diffs)
 
     def negate(self) -> Updates:
-        """The updates with their diffs negated; a ``DiffOverflowError`` (an
-        ``OverflowError``) naming the record for a diff of ``-2**63``, whose negation int64
-        cannot hold."""
-        try:
-            return Updates(self.data, self.times, negated(self.diffs), self.mixed)
-        except DiffOverflowError as e:
-            raise e.located(*describe_row(self.data, self.times, e.row or 0)) from None
+        """The updates with their diffs negated. A diff of ``-2**63`` (whose negation int64
+        cannot hold) becomes two rows, ``2**63 - 1`` and ``1``: nothing is refused until a
+        result is (a consolidation summing them beyond int64), so negating and
+        concatenating to cancel works for every diff.
+
+        >>> Updates.from_records([("a", 0, -(2**63)), ("b", 0, 5)]).negate().to_records()
+        [('a', 0, 9223372036854775807), ('a', 0, 1), ('b', 0, -5)]
+        """
+        minus, extra = split_negation(self.diffs)
+        if not len(extra):
+            return Updates(self.data, self.times, minus, self.mixed)
+        rows = np.sort(np.concatenate([np.arange(len(self)), extra]))  # each extra after its row
+        out = self.take(rows)
+        diffs = minus[rows]
+        diffs[np.flatnonzero(rows[1:] == rows[:-1]) + 1] = 1
+        return Updates(out.data, out.times, diffs, out.mixed)
 
     def consolidate(self, split: bool = False) -> Updates:
         """Sums the diffs of equal ``(data, time)`` and drops zeros; sorted by data, time.

@@ -32,7 +32,7 @@ from naiad.differential.diff_arithmetic import (
 )
 from naiad.differential.trace import Spine, TraceHandle
 from naiad.differential.updates import Updates, merge_updates
-from tests.differential.reference import watchdog
+from tests.differential.reference import run, watchdog
 
 M = DIFF_MAX
 HUGE = [M, -M, DIFF_MIN, 2**62, -(2**62), 3 * 2**61, -(3 * 2**61), 1, -1]
@@ -384,3 +384,50 @@ def test_a_view_holds_runs_whose_sums_leave_int64() -> None:
     assert merged.to_records() == [("a", 1, -M), ("a", 1, -M), ("b", 1, 1)]
     with pytest.raises(DiffOverflowError, match=r"sum to -18446744073709551614 \(record 'a'"):
         merge_updates([u], since=np.array([[1]]))  # a result (a consolidated change) refuses
+
+
+# --- negation of -2**63 --------------------------------------------------------------------
+def negation_outcome(build: Any, epochs: Epochs, layout: tuple[int, int]) -> Any:
+    def dataflow(scope: Any) -> Any:
+        return build(Collection.from_epochs(scope, epochs)).changes()
+
+    try:
+        results = run(dataflow, layout)
+    except OverflowError as error:
+        return error
+    got: Counter = Counter()
+    for changes in results:
+        for record, time, d in changes:
+            got[(record, time)] += d
+    return Counter({k: d for k, d in got.items() if d})
+
+
+NEGATIONS: dict[str, Any] = {
+    "cancel": lambda c: c.concat(c.negate()).consolidate(),
+    # (the antijoin's two halves of a record may lie on two workers: consolidate joins them)
+    "antijoin": lambda c: c.antijoin(
+        Collection.from_epochs(c.scope, [[("k", 1), ("j", 1)]])
+    ).consolidate(),
+    "iterate": lambda c: c.iterate(lambda inner: inner.map(lambda r: r)),
+    "negate": lambda c: c.negate().consolidate("huge_sum_of_negation"),
+}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("op", sorted(NEGATIONS))
+def test_a_diff_of_minus_two_to_the_63_negated(op: str, layout: tuple[int, int]) -> None:
+    """Negating, concatenating and cancelling (``concat``, ``antijoin``'s negate, a loop's
+    feedback) works for -2**63 (it raised "the negation of diff -9223372036854775808"); the
+    negation alone, consolidated, is 2**63: a result beyond int64, refused naming it."""
+    epochs: Epochs = [[(("k", 1), DIFF_MIN), (("j", 2), 3)], [(("k", 1), 1), (("j", 2), DIFF_MIN)]]
+    got = negation_outcome(NEGATIONS[op], epochs, layout)
+    if op == "negate":
+        assert isinstance(got, DiffOverflowError), got
+        assert "sum to 9223372036854775808 (record ('k', 1) at time 0)" in str(got)
+        assert any("huge_sum_of_negation" in note for note in got.__notes__)
+    elif op == "iterate":
+        want = Counter({(("k", 1), 0): DIFF_MIN, (("j", 2), 0): 3})
+        want.update({(("k", 1), 1): 1, (("j", 2), 1): DIFF_MIN})
+        assert got == want
+    else:
+        assert got == Counter()
