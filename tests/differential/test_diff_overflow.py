@@ -5,9 +5,10 @@ Every operator gets huge diffs (near ``2**62``, ``2**63 - 1``, ``-2**63``) on 1 
 and on 2 simulated processes, and is compared with Python's exact integers: either the exact
 result (every value it represents fits in int64), or the error (some value it must represent
 does not). Where whether a value must be represented depends on how the updates were batched
-and compacted (partial sums of a spine merge, the products of a join over several epochs),
-the inputs have one sign per record, so that every partial sum lies between zero and a total
-the test computes; an error is then allowed only when such a total is beyond int64."""
+(the products of a join over several epochs), the inputs have one sign per record, so that
+every partial sum lies between zero and a total the test computes; an error is then allowed
+only when such a total is beyond int64. (Spine and view merges hold a partial sum beyond
+int64 as several rows and refuse nothing: ``test_partial_sums.py``.)"""
 
 from __future__ import annotations
 
