@@ -32,7 +32,6 @@ from naiad.differential.trace import (
 from naiad.differential.updates import (
     INTERNER,
     Updates,
-    rounds_as_float,
     take_rows,
     updates_from_rows,
 )
@@ -49,12 +48,13 @@ def match(left: Batch, right: Batch) -> tuple[np.ndarray, np.ndarray]:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty
     if len(left) <= len(right):
-        exact = _exact_keys(left.keys, right.keys)
-        if exact is None:
+        query = exact_query(left.keys, right.keys.dtype)
+        if query is None:
             lo, hi = right.lookup(left.keys)
-        else:  # Python's exact int-float comparisons (numpy would round the ints)
-            keys, among = exact
-            lo, hi = among.searchsorted(keys, "left"), among.searchsorted(keys, "right")
+        else:  # integer and float keys: the smaller side's, as the larger side stores keys
+            keys, possible = query
+            lo, hi = right.lookup(keys)
+            hi = np.where(possible, hi, lo)
         if len(left) <= SMALL_KEYS:  # a few rows: their matches as lists (no numpy calls)
             pairs = [
                 (i, j)
@@ -71,23 +71,44 @@ def match(left: Batch, right: Batch) -> tuple[np.ndarray, np.ndarray]:
     return i, j
 
 
-def _exact_keys(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """Both key columns as Python values when one holds integers and the other floats and
-    float64 would round an integer (two arrangements, each consistent on its own: beside
-    2.0**53, numpy compares 2**53 + 1 as equal); None when numpy compares them exactly.
+_TWO_63 = float(2**63)
 
-    >>> _exact_keys(np.array([1, 2]), np.array([1.0])) is None
-    True
-    >>> [c.tolist() for c in _exact_keys(np.array([2**53 + 1]), np.array([2.0**53]))]
-    [[9007199254740993], [9007199254740992.0]]
+
+def exact_query(keys: np.ndarray, stored: np.dtype[Any]) -> tuple[np.ndarray, np.ndarray] | None:
+    """Integer ``keys`` to look up among float keys ``stored``, or the reverse: the keys in
+    the ``stored`` dtype, and which of them can equal a stored key exactly (as Python
+    compares an int with a float); None when the kinds do not differ so.
+
+    Numpy would compare the two in float64, rounding integers beyond 2**53 (2**53 + 1
+    would equal 2.0**53), and would convert the whole stored column to search it: a small
+    batch against a large trace must cost its own keys, so the query is converted instead.
+    An integer can equal only the float it converts to, and only if that converts back to
+    it; a float only the integer it is, if it is integral and within int64.
+
+    >>> [c.tolist() for c in exact_query(np.array([3, 2**53 + 1]), np.dtype(np.float64))]
+    [[3.0, 9007199254740992.0], [True, False]]
+    >>> [c.tolist() for c in exact_query(np.array([2.0, 2.5, 1e300]), np.dtype(np.int64))]
+    [[2, 0, 0], [True, False, False]]
     """
-    kinds = {a.dtype.kind, b.dtype.kind}
-    if "f" not in kinds or not kinds & {"i", "u"}:
-        return None
-    ints = a if a.dtype.kind in "iu" else b
-    if not rounds_as_float(ints):
-        return None
-    return a.astype(object), b.astype(object)
+    kinds = keys.dtype.kind + stored.kind
+    if kinds in ("if", "uf"):  # integers looked up among floats
+        as_float = keys.astype(np.float64)
+        in_range = (as_float >= -_TWO_63) & (as_float < _TWO_63)
+        back = np.where(in_range, as_float, 0.0).astype(np.int64)
+        if keys.dtype.kind == "u":  # beyond int64 no float converts back exactly here
+            possible = in_range & (keys <= np.iinfo(np.int64).max)
+            possible &= back.astype(np.uint64) == keys
+        else:
+            possible = in_range & (back == keys)
+        return as_float, possible
+    if kinds in ("fi", "fu"):  # floats looked up among integers
+        with np.errstate(invalid="ignore"):
+            possible = (keys >= -_TWO_63) & (keys < _TWO_63) & (np.floor(keys) == keys)
+        if stored.kind == "u":
+            possible &= keys >= 0
+        as_int = np.where(possible, keys, 0.0).astype(stored)
+        return as_int, possible
+    return None
 
 
 class JoinVertex(Vertex):
