@@ -68,6 +68,7 @@ class Batch:
     __slots__ = (
         "__weakref__",
         "_distinct",
+        "_held",
         "_lookups",
         "diffs",
         "encoded",
@@ -101,6 +102,7 @@ class Batch:
         self.encoded: tuple[bool, ...] = ()
         self._distinct: tuple[np.ndarray, np.ndarray] | None = None  # see key_ranges
         self._lookups = 0
+        self._held: list[np.ndarray] | None = None  # see interned_columns
         INTERNER.hold(self)
 
     def interned_columns(self) -> list[np.ndarray]:
@@ -109,7 +111,15 @@ class Batch:
         cols = (self.keys, *self.vals)
         if not self.encoded:
             return [c for c in cols if c.dtype.kind == "i"]
-        return [c for i, c in enumerate(cols) if self.is_encoded(i)]
+        if self._held is None:
+            # the distinct codes of each column, found once (the batch never changes) where
+            # they are few: a collection is amortized over the values interned since, and
+            # a large batch of a few distinct values (a country column) read row by row at
+            # every collection made each new value pay for a pass over the batch
+            self._held = [
+                _distinct_codes(c, sorted_=i == 0) for i, c in enumerate(cols) if self.is_encoded(i)
+            ]
+        return self._held
 
     def is_encoded(self, i: int) -> bool:
         """Whether column ``i`` (0 the key) holds interned codes in this batch."""
@@ -269,6 +279,19 @@ class Batch:
             f"lower {self.lower.tolist()}, upper {self.upper.tolist()}, "
             f"since {self.since.tolist()})"
         )
+
+
+def _distinct_codes(col: np.ndarray, sorted_: bool) -> np.ndarray:
+    """The distinct values of a column of codes (``sorted_``: it is sorted), or the column
+    itself when they are not much fewer (no copy kept for a column of mostly distinct codes).
+
+    >>> _distinct_codes(np.array([4, 4, 4, 1]), False).tolist()
+    [1, 4]
+    >>> _distinct_codes(np.array([1, 2, 3]), True).tolist()
+    [1, 2, 3]
+    """
+    distinct = col[group_starts(col)] if sorted_ else np.unique(col)
+    return distinct if 2 * len(distinct) <= len(col) else col
 
 
 def _bisect(
