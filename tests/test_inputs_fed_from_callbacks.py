@@ -121,3 +121,55 @@ async def test_a_dataflow_built_inside_a_callback_keeps_the_frontiers_safe(
         (e, i) for e in range(3) for i in range(5)
     ]
     assert sum(r for inner in built for out in inner.results for _, r in out) == 3 * 5
+
+
+class StartSender(naiad.Vertex):
+    """A source that sends its records from ``on_start``, at its initial capability."""
+
+    def on_start(self, cap: naiad.Capability) -> None:
+        self.send(cap, [self.index])
+
+
+class Labeller(naiad.Vertex):
+    """Labels records with what its ``on_start`` set up; logs its callbacks in order."""
+
+    def __init__(self, log: list[tuple[int, str]]) -> None:
+        self.log = log
+
+    def on_start(self, cap: naiad.Capability) -> None:
+        self.log.append((self.index, "start"))
+        self.label = "ready"
+
+    def on_recv(self, port: int, cap: naiad.Capability, batch: Any) -> None:
+        self.log.append((self.index, "recv"))
+        self.send(cap, [(self.label, x) for x in batch])
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+async def test_a_dataflow_built_inside_a_callback_starts_every_operator_before_it_receives(
+    config: dict[str, int],
+) -> None:
+    # the new dataflow starts on the callback's stack: what an on_start sends was delivered
+    # there at once (cut-through) to a downstream operator not started yet, whose on_recv
+    # then ran before its on_start (AttributeError: no 'label'), failing the runtime
+    log: list[tuple[int, str]] = []
+    async with naiad.Runtime(**config) as rt:
+        built: list[naiad.Dataflow] = []
+
+        def build_inner(s: naiad.Scope) -> list[Any]:
+            node = s.add_operator("start_sender", StartSender(), [])
+            return s.stream(node).unary(Labeller(log), name="labeller").collect()
+
+        def build_one(time: Any, batch: Any) -> None:
+            if not built:
+                built.append(rt.dataflow(build_inner, "inner"))
+
+        df = rt.dataflow(lambda s: s.from_epochs([[1]]).inspect_batch(build_one), "building")
+        await df.finished()
+        (inner,) = built
+        await inner.finished()
+    workers = config["workers"] * config.get("processes", 1)
+    for w in range(workers):  # on every worker, its start first, then its one message
+        assert [event for index, event in log if index == w] == ["start", "recv"], log
+    got = sorted(r for out in inner.results for _, r in out)
+    assert got == [("ready", w) for w in range(workers)]

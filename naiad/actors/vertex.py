@@ -291,17 +291,24 @@ class VertexShard(Actor):
         """Hands the pre-counted initial capability to ``on_start`` and releases it."""
         cap = Capability(initial_time, self, self.sources, self.buffer, borrowed=True)
         # Not on the worker's stack: what on_start sends is queued, never delivered to a
-        # shard that has not started yet.
+        # shard that has not started yet. A dataflow built inside a callback starts on that
+        # callback's stack, so cut-through is barred by a full stack (not an empty one: the
+        # worker's progress batch is half-built and must still not be flushed from here).
+        worker = self.worker
+        depth = worker.stack_depth
+        if depth:
+            worker.stack_depth = max(depth, MAX_CUT_THROUGH_DEPTH)
         self.current = cap
         try:
             self.logic.on_start(cap)
         except BaseException as exc:
-            error = annotate(exc, self.name, self.worker.index, "starting", initial_time)
+            error = annotate(exc, self.name, worker.index, "starting", initial_time)
             if error is exc:
                 raise
             raise error from exc
         finally:
             self.current = None
+            worker.stack_depth = depth
         cap._valid = False
         for loc in self.sources:
             self.buffer.update((loc, initial_time), -1)
