@@ -81,9 +81,13 @@ class LanedVertex(Vertex):
         """The vertex of the lane of ``width`` fields (made the first time)."""
         vertex = self.inner.get(width)
         if vertex is None:
-            vertex = self.make(self.lanes.spine(width))
-            vertex.shard = self.shard
-            self.inner[width] = vertex
+            spine = self.lanes.spine(width)
+            # a new spine is announced first, and a reader makes its vertex when it hears
+            vertex = self.inner.get(width)
+            if vertex is None:
+                vertex = self.make(spine)
+                vertex.shard = self.shard
+                self.inner[width] = vertex
         return vertex
 
     def on_frontier(self) -> None:

@@ -244,3 +244,25 @@ def test_records_of_mixed_shapes_are_counted_between_two_real_processes(tmp_path
         got[kind].append(ast.literal_eval(change))
     ref.check([got["count"]], ref.expect_unary(epochs, count))
     ref.check([got["distinct"]], ref.expect_unary(epochs, ref.distinct))
+
+
+def test_a_reader_makes_one_vertex_per_lane_however_the_lane_is_first_asked_for() -> None:
+    # restore asks for a lane whose spine does not exist yet: the spine's announcement makes
+    # the reader's vertex, which the outer call must keep instead of making a second one
+    from naiad.actors.vertex import Vertex
+    from naiad.differential.lanes import Lanes, _ReadLanes
+
+    made: list[Any] = []
+
+    class Inner(Vertex):
+        def __init__(self, spine: Any) -> None:
+            made.append(spine)
+
+        def restore(self, state: Any) -> None:
+            pass
+
+    reader = _ReadLanes(Lanes(0, (), "count.arrange", 0), Inner)
+    reader.shard = None  # type: ignore[assignment]  # (not run: no shard needed)
+    reader.restore({2: None})
+    assert len(made) == 1 and list(reader.inner) == [2]
+    assert reader.lane(2) is reader.inner[2] and len(made) == 1
