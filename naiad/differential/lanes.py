@@ -112,7 +112,7 @@ class LanedVertex(Vertex):
             self.lane(width).restore(inner)
 
 
-class _ArrangeLanes(LanedVertex):
+class ArrangeLanes(LanedVertex):
     """Splits arriving updates by record width and arranges each part in its lane."""
 
     def on_recv(self, port: int, cap: Capability, batch: Updates) -> None:
@@ -170,6 +170,6 @@ def arrange_by_record(collection: Collection, name: str) -> ArrangedByRecord:
     them) and arranged in one lane per record width, any shapes mixed."""
     scope = collection.stream.scope
     lanes = Lanes(scope.depth, lattice.scope_lex(scope), name, scope.index)
-    vertex = _ArrangeLanes(lanes, ArrangeVertex)
+    vertex = ArrangeLanes(lanes, ArrangeVertex)
     node = scope.add_operator(name, vertex, [(collection.stream, Exchange(keys=route_by_record))])
     return ArrangedByRecord(collection.stream.derive(node), lanes)
