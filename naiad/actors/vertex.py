@@ -32,8 +32,9 @@ if TYPE_CHECKING:
 class Pusher(Protocol):
     """One edge of the physical graph as seen by its sender; ``shares`` says whether the
     receiver gets the batch object itself (an exchange builds new lists instead); ``stages``
-    whether a push may be refused (a record the codec cannot send to another process), in
-    which case ``stage`` does everything that may fail and returns the delivery."""
+    whether a push may be refused (a record an exchange's key or check refuses, or the codec
+    cannot send to another process), in which case ``stage`` does everything that may fail
+    and returns the delivery."""
 
     shares: bool
     stages: bool
@@ -48,9 +49,10 @@ def fan_out(pushers: list[Pusher], time: Any, batch: Any) -> None:
     for all consumers but one, a list goes itself to one consumer and as a copy to every
     other that would share it: a consumer may then modify the list it receives (pop records
     off it, sort it) without changing what the others receive. Other batches (numpy arrays)
-    are shared, not copied: treat a received array as read-only. When a consumer in another
-    process may refuse the batch, every consumer's part is staged before any is delivered:
-    a refused send (an input's, say) delivers nothing to any of them."""
+    are shared, not copied: treat a received array as read-only. When a consumer may refuse
+    the batch (an exchange, or a consumer in another process), every consumer's part is
+    staged before any is delivered: a refused send (an input's, say) delivers nothing to any
+    of them."""
     if len(pushers) > 1:
         copies = batch.__class__ is list
         last = len(pushers) - 1

@@ -56,10 +56,25 @@ class Exchange(Pact):
            [4, 7]])), (1, array([[1, 5]]))]
     >>> [(w, a.tolist()) for w, a in Exchange(keys=lambda b: b).partition(np.arange(5), 2)]
     [(0, [0, 2, 4]), (1, [1, 3])]
+
+    ``check(batch)``, if given, refuses a batch the consumer cannot take by raising; it is
+    called once per batch before any record is routed, on every layout (on one worker too,
+    where nothing is routed), so a refused send raises at the sender with nothing of it
+    delivered, and the key functions may assume checked records.
+
+    >>> def pairs(batch):
+    ...     for r in batch:
+    ...         if len(r) != 2:
+    ...             raise TypeError(f"not a pair: {r!r}")
+    >>> Exchange(key=lambda r: r[0], check=pairs).partition([(1, 2), (1, 2, 3)], 2)
+    Traceback (most recent call last):
+    ...
+    TypeError: not a pair: (1, 2, 3)
     """
 
     key: Callable[[Any], int] | None = None
     keys: Callable[[Any], Any] | None = None
+    check: Callable[[Any], None] | None = None
 
     def __post_init__(self) -> None:
         if (self.key is None) == (self.keys is None):
@@ -69,9 +84,14 @@ class Exchange(Pact):
             # on one worker an exchange is wired as a pipeline and never calls it
             which = "key" if self.keys is None else "keys"
             raise TypeError(f"Exchange: {which} must be a function, not {given!r}")
+        if self.check is not None and not callable(self.check):
+            raise TypeError(f"Exchange: check must be a function, not {self.check!r}")
 
     def partition(self, batch: Any, peers: int) -> list[tuple[int, Any]]:
-        """Splits ``batch`` into its non-empty parts, one per destination worker."""
+        """Splits ``batch`` (once ``check`` accepts it) into its non-empty parts, one per
+        destination worker."""
+        if self.check is not None:
+            self.check(batch)
         if self.keys is None:
             key = self.key
             assert key is not None
@@ -261,7 +281,7 @@ class LocalPusher:
 class ExchangePusher:
     """Partitions each batch and pushes every part to the pusher of its worker."""
 
-    __slots__ = ("encoders", "pact", "peers", "pushers", "stages", "target")
+    __slots__ = ("encoders", "pact", "peers", "pushers", "target")
 
     shares = False  # a list is split into new lists (a single worker is wired without one)
 
@@ -274,7 +294,10 @@ class ExchangePusher:
         # None altogether when every worker is in this process
         encoders = [getattr(p, "encoded", None) for p in pushers]
         self.encoders = encoders if any(encoders) else None
-        self.stages = self.encoders is not None  # the codec may refuse a record
+
+    # the key function, the pact's check or the codec may refuse a record: an output with
+    # other consumers stages this one's parts before delivering anything to any of them
+    stages = True
 
     def push(self, time: Any, batch: Any) -> None:
         pushers, encoders = self.pushers, self.encoders
@@ -290,29 +313,60 @@ class ExchangePusher:
             return self.pact.partition(batch, self.peers)
         except Exception as exc:
             # raised in the sender's callback, which the error names: say which exchange too
-            exc.add_note(f"naiad: while routing records to operator {self.target!r}")
+            exc.add_note(routing_note(self.target))
             raise
 
     def stage(
         self, time: Any, batch: Any, parts: list[tuple[int, Any]] | None = None
     ) -> Callable[[], None]:
         """Partitions ``batch`` and encodes every part that leaves the process; returns the
-        delivery. A record the codec refuses raises here, with nothing delivered anywhere."""
+        delivery. A record the key, the check or the codec refuses raises here, with nothing
+        delivered anywhere."""
         pushers, encoders = self.pushers, self.encoders
-        assert encoders is not None
         staged = []
         for worker, part in self._partition(batch) if parts is None else parts:
-            encode = encoders[worker]
-            staged.append((worker, part if encode is None else encode(time, part)))
+            encode = None if encoders is None else encoders[worker]
+            staged.append((worker, part if encode is None else encode(time, part), encode))
 
         def deliver() -> None:
-            for worker, part in staged:
-                if encoders[worker] is None:
+            for worker, part, encode in staged:
+                if encode is None:
                     pushers[worker].push(time, part)
                 else:
                     pushers[worker].send_encoded(time, part)
 
         return deliver
+
+
+class CheckedPusher:
+    """An exchange with a ``check`` on one worker, where it is wired as a pipeline: the batch
+    is checked as the exchange of several workers would check it, then pushed on whole."""
+
+    __slots__ = ("check", "pusher", "target")
+
+    shares = True  # the shard receives the batch object itself
+    stages = True  # the check may refuse it
+
+    def __init__(self, check: Callable[[Any], None], pusher: LocalPusher, target: str) -> None:
+        self.check = check
+        self.pusher = pusher
+        self.target = target  # the name of the operator the records are sent to
+
+    def push(self, time: Any, batch: Any) -> None:
+        self.stage(time, batch)()
+
+    def stage(self, time: Any, batch: Any) -> Callable[[], None]:
+        try:
+            self.check(batch)
+        except Exception as exc:
+            exc.add_note(routing_note(self.target))
+            raise
+        return functools.partial(self.pusher.push, time, batch)
+
+
+def routing_note(target: str) -> str:
+    """The note added to an error raised while records are routed to operator ``target``."""
+    return f"naiad: while routing records to operator {target!r}"
 
 
 class BroadcastPusher:

@@ -22,6 +22,12 @@ the round's changes are sealed into it as one batch, sent on as any arrangement'
 is the operator's only state; it reads only totals, so no history needs to be kept for it.
 A sequence of upserts needs totally ordered times: integer epochs, or ``Lex`` loops
 (inside a ``Product`` loop it is refused when built).
+
+Malformed upserts (not a pair, unhashable, with a NaN) are refused by the channel's check,
+once per record, at the sender and on every layout (one worker too, where nothing is routed):
+a ``send`` to an input that holds one raises naming the record, with nothing of it delivered
+to any consumer of the input, and the dataflow goes on; from an operator's output, the
+operator that sent it fails.
 """
 
 from __future__ import annotations
@@ -57,10 +63,8 @@ class UpsertVertex(ArrangeVertex):
         self.label = name
 
     def on_recv(self, port: int, cap: Capability, batch: Any) -> None:
-        records = list(batch)
+        records = list(batch)  # checked by the channel (its exchange's check)
         if records:
-            for record in records:
-                check_upsert(record, self.label)
             self.stash(cap.time, records)
             self.held.add(cap)
 
@@ -192,9 +196,15 @@ def arrange_from_upsert(stream: Stream, name: str = "arrange_from_upsert") -> Ar
     check_totally_ordered(scope, name, "an arrangement of explicit (key, value) changes")
     spine = Spine(scope.depth, lattice.scope_lex(scope), name, scope.index)
 
+    def check(batch: Any) -> None:
+        for record in batch:
+            check_upsert(record, name)
+
     def route(record: Any) -> int:
-        check_upsert(record, name)  # here first: a malformed record cannot be routed
         return stable_hash(record[0])  # as arrange_by_key routes the key column
 
-    node = scope.add_operator(name, UpsertVertex(spine, name), [(stream, Exchange(key=route))])
+    # the channel checks each record once, at the sender on every layout: a malformed
+    # upsert sent to an input raises at send, with nothing of that send delivered
+    exchange = Exchange(key=route, check=check)
+    node = scope.add_operator(name, UpsertVertex(spine, name), [(stream, exchange)])
     return Arranged(stream.derive(node), spine)

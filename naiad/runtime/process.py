@@ -26,6 +26,7 @@ from naiad.actors.worker import Worker, WorkerGroup
 from naiad.dataflow.channels import (
     Broadcast,
     BroadcastPusher,
+    CheckedPusher,
     Exchange,
     ExchangePusher,
     LocalPusher,
@@ -414,7 +415,11 @@ class Process:
                 output = instance.shards[local][src].outputs[out_port]
                 if isinstance(edge.pact, Pipeline) or self.peers == 1:
                     target = instance.shards[local][dst]
-                    output.pushers.append(LocalPusher(target, in_port, location, buffer, True))
+                    pusher = LocalPusher(target, in_port, location, buffer, True)
+                    check = edge.pact.check if isinstance(edge.pact, Exchange) else None
+                    output.pushers.append(
+                        pusher if check is None else CheckedPusher(check, pusher, target.name)
+                    )
                 elif isinstance(edge.pact, Exchange | Broadcast):
                     pushers: list[Any] = []
                     for g in range(self.peers):

@@ -1,6 +1,6 @@
 """What crosses to another process arrives as it was sent, and what cannot cross is refused
 where it is given, with nothing of it delivered anywhere (two simulated processes: the codec
-and protocol of a cluster, without sockets)."""
+and protocol of a cluster, without sockets); so is a batch an exchange's key refuses."""
 
 from __future__ import annotations
 
@@ -146,6 +146,42 @@ async def test_a_refused_batch_reaches_none_of_an_inputs_consumers(
     assert sorted(crossed) == (
         ["after", "before"] if remote == "exchange" else ["after"] * 2 + ["before"] * 2
     )
+
+
+@pytest.mark.parametrize("runtime", [TWO_WORKERS, TWO_PROCESSES], ids=["workers", "processes"])
+async def test_a_batch_an_exchange_key_refuses_reaches_none_of_an_inputs_consumers(
+    runtime: dict[str, Any],
+) -> None:
+    """Regression: on several workers of one process, an exchange whose key raised on a
+    record refused the send after the input's earlier consumers had the batch."""
+    local: list[Any] = []
+    routed: list[Any] = []
+
+    def key(record: Any) -> int:
+        if record == "refused":
+            raise ValueError("no worker for 'refused'")
+        return 1
+
+    async with naiad.Runtime(**runtime) as rt:
+
+        def build(scope: naiad.Scope) -> naiad.InputHandle:
+            handle, stream = scope.new_input()
+            stream.inspect(local.append)
+            stream.exchange(key, name="by").inspect(routed.append)
+            return handle
+
+        df = rt.dataflow(build)
+        first, second = df.results
+        second.close()
+        first.send(["before"])
+        with pytest.raises(ValueError, match="no worker for 'refused'") as info:
+            first.send(["fine", "refused"])
+        assert "naiad: while routing records to operator 'by'" in info.value.__notes__
+        first.send(["after"])
+        first.close()
+        await df.finished()
+    assert local == ["before", "after"]
+    assert routed == ["before", "after"]
 
 
 async def test_a_session_refuses_a_record_that_cannot_cross_where_it_is_given() -> None:

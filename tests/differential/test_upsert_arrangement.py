@@ -8,7 +8,8 @@ ties arrive in any order); the arrangement is read as a collection, joined with 
 arrangement by key, counted by its reduce, and imported into a second dataflow. Upserts
 staged ahead at later times in one message are applied in time order. Misuse is refused
 naming the operator: a Product loop when built, malformed or NaN records, and tied values
-that cannot be ordered.
+that cannot be ordered; a malformed record sent to an input raises at that send on every
+layout, with nothing of the send delivered, and each record is checked once.
 """
 
 from __future__ import annotations
@@ -224,3 +225,89 @@ def test_bad_upserts_fail_naming_the_operator(
 
     with pytest.raises(error, match=message):
         naiad.run(build, workers=workers)
+
+
+MALFORMED = st.sampled_from(
+    [
+        (["k", 1], TypeError, r"an upsert is a \(key, value or None\) tuple, not \['k', 1\]"),
+        ((1, 2, 3), TypeError, r"an upsert is a \(key, value or None\) tuple, not \(1, 2, 3\)"),
+        (("k", [1]), TypeError, r"record \('k', \[1\]\) is not hashable"),
+        (("k", float("nan")), ValueError, r"record \('k', nan\) has a NaN field"),
+    ]
+)
+
+
+@FAST
+@given(upsert_histories(), LAYOUTS, st.data())
+def test_a_malformed_upsert_is_refused_at_send_on_every_layout(
+    history: Upserts, layout: Any, data: Any
+) -> None:
+    """A send holding a malformed upsert raises at ``send`` naming the record, on 1 worker
+    as on several (where the records are routed) and across processes; nothing of that send
+    reaches the arrangement or the input's other consumer, and the dataflow goes on: later
+    sends apply and it finishes with the upserts of the accepted sends."""
+    epochs = len(history)
+    bad_epoch = data.draw(st.integers(0, epochs - 1), label="bad epoch")
+    bad, error, message = data.draw(MALFORMED, label="malformed record")
+    position = data.draw(st.integers(0, len(history[bad_epoch])), label="position")
+    accepted = list(history)
+
+    async def main() -> tuple[list[Any], list[Any]]:
+        workers, processes = layout
+        async with naiad.Runtime(workers, processes=processes, transport="inproc") as rt:
+
+            def build(scope: Any) -> Any:
+                handle, stream = scope.new_input()
+                raw = stream.collect()  # the first consumer: refused before it is reached
+                latest = arrange_from_upsert(stream, name="cdc").as_collection()
+                return handle, latest.changes(), raw
+
+            df = rt.dataflow(build)
+            handles = [r[0] for r in df.results]
+            bad_sender = bad_epoch % len(handles)
+            for epoch, upserts in enumerate(history):
+                for w, handle in enumerate(handles):
+                    mine = upserts[w :: len(handles)]
+                    if epoch == bad_epoch and w == bad_sender:
+                        refused = [*mine[:position], bad, *mine[position:]]
+                        with pytest.raises(error, match=f"cdc: {message}") as info:
+                            handle.send(refused)
+                        assert "naiad: while routing records to operator 'cdc'" in (
+                            info.value.__notes__
+                        )
+                        n = len(handles)
+                        accepted[epoch] = [r for i, r in enumerate(upserts) if i % n != w]
+                    elif mine:
+                        handle.send(mine)
+                    handle.advance_to(epoch + 1)
+            df.close_inputs()
+            await df.finished()
+        return [r[1] for r in df.results], [r[2] for r in df.results]
+
+    changes, raw = ref.watchdog(main())
+    ref.check(changes, replayed(accepted))
+    sent = Counter((epoch, r) for epoch, upserts in enumerate(accepted) for r in upserts)
+    assert Counter((t, r) for out in raw for t, r in out) == sent
+
+
+@pytest.mark.parametrize("layout", [(1, 1), (2, 1), (2, 2)])
+def test_each_upsert_is_checked_once(layout: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The channel's check is the only one: not again when routed, nor in the operator."""
+    import naiad.differential.upsert as upsert_module
+
+    calls: list[Any] = []
+    original = upsert_module.check_upsert
+
+    def counted(record: Any, name: str) -> None:
+        calls.append(record)
+        original(record, name)
+
+    monkeypatch.setattr(upsert_module, "check_upsert", counted)
+    history: Upserts = [[(k, e) for k in range(10)] for e in range(3)]
+    ref.check(
+        ref.run(
+            lambda s: arrange_from_upsert(s.from_epochs(history)).as_collection().changes(), layout
+        ),
+        replayed(history),
+    )
+    assert sorted(calls) == sorted(r for upserts in history for r in upserts)
