@@ -18,6 +18,7 @@ after which the sort is numeric too.
 from __future__ import annotations
 
 import numbers
+import threading
 import weakref
 import zlib
 from collections.abc import Iterable, Sequence
@@ -204,7 +205,7 @@ def records_of(columns: Sequence[np.ndarray]) -> list[Any]:
     return list(zip(*fields, strict=True))
 
 
-_PLAIN = (int, float)
+_PLAIN = frozenset((int, float))
 _FORM = {bool: -1, int: 0, float: 1}  # decoded forms of equal numbers, preferred first
 
 
@@ -228,7 +229,9 @@ class Interner:
     numeric; equal values get equal codes everywhere in the process, and decode to the form
     first seen, except that an int replaces an equal float (2 for 2.0), and a float an equal
     number of another type (0.5 for Fraction(1, 2)). The price: one dict
-    lookup per value on the way in, one list index per value on the way out.
+    lookup per value on the way in, one list index per value on the way out. Runtimes in
+    several threads may encode at once: lookups take no lock, new values are interned under
+    the interner's lock (so that a value two threads miss at once gets one code).
 
     Reclamation. A code means its value only while some *holder* keeps it: every object
     that stores codes beyond one operator callback registers with :meth:`hold` (the batches
@@ -266,6 +269,9 @@ class Interner:
         self._holders: list[weakref.ref[CodeHolder]] = []
         self._prune_at = 1024  # registrations before dead ones are dropped from the list
         self._collect_at = min_growth
+        # runtimes in several threads encode at once: new values, the free list and the
+        # holders change under it (a value two threads missed at once got two codes)
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         """The number of values the table holds (each with its code)."""
@@ -275,36 +281,63 @@ class Interner:
         """Registers ``holder`` (weakly): while it lives, :meth:`collect` keeps the codes of
         its :meth:`~CodeHolder.interned_columns`. A weak reference per holder; dead ones are
         dropped once they outnumber the live ones."""
-        holders = self._holders
-        holders.append(weakref.ref(holder))
-        if len(holders) >= self._prune_at:
-            holders[:] = [r for r in holders if r() is not None]
-            self._prune_at = max(2 * len(holders), 1024)
+        with self._lock:  # a registration while another thread prunes would be lost
+            holders = self._holders
+            holders.append(weakref.ref(holder))
+            if len(holders) >= self._prune_at:
+                holders[:] = [r for r in holders if r() is not None]
+                self._prune_at = max(2 * len(holders), 1024)
 
     def encode(self, column: np.ndarray) -> np.ndarray:
-        codes, values, free = self.codes, self.values, self._free
-
-        def code(v: Any) -> int:
-            c = codes.get(v)
-            if c is None:
-                if free:
-                    c = codes[v] = free.pop()
-                    values[c] = v
-                else:
-                    c = codes[v] = len(values)
-                    values.append(v)
-            elif v.__class__ in _PLAIN and _FORM[v.__class__] < _FORM.get(values[c].__class__, 2):
-                # equal values share a code and decode to one form: an int before a float
-                # (5.0 standing for 5 would round a sum with an int beyond 2**53), a float
-                # before another number (Fraction(1, 2) seen in one dataflow is not the 0.5
-                # of another); a bool stays itself
-                values[c] = v
-            return c
-
+        """The codes of ``column``'s values (interned if new). Safe from several threads at
+        once: the values already interned are looked up without a lock (one dict lookup each,
+        atomic), the others interned under the interner's lock."""
+        values = column.tolist()
         try:
-            return np.fromiter((code(v) for v in column.tolist()), np.int64, len(column))
+            found: list[Any] = list(map(self.codes.get, values))
         except TypeError as e:
             raise TypeError(f"records in a collection must be hashable: {e}") from None
+        numbers = not _PLAIN.isdisjoint(map(type, values))
+        if numbers or None in found:
+            with self._lock:
+                self._intern(values, found, numbers)
+        return np.array(found, dtype=np.int64)
+
+    def _intern(self, values: list[Any], found: list[Any], numbers: bool) -> None:
+        """Fills the codes ``found`` misses (None) by interning their values, and gives
+        ``numbers`` their preferred form; under the lock, so that a value missed by two
+        threads at once gets one code."""
+        codes, table, free = self.codes, self.values, self._free
+        setdefault = codes.setdefault
+        for i, c in enumerate(found):
+            if c is None:
+                # the table first: a thread that finds the code (without the lock) may decode
+                # it at once
+                v = values[i]
+                reused = bool(free)
+                if reused:
+                    c = free.pop()
+                    table[c] = v
+                else:
+                    c = len(table)
+                    table.append(v)
+                known = setdefault(v, c)
+                if known != c:  # interned meanwhile (another thread, or earlier in the batch)
+                    if reused:
+                        table[c] = _FREED
+                        free.append(c)
+                    else:
+                        table.pop()
+                    c = known
+                found[i] = c
+        if numbers:
+            for v, c in zip(values, found, strict=True):
+                if v.__class__ in _PLAIN and _FORM[v.__class__] < _FORM.get(table[c].__class__, 2):
+                    # equal values share a code and decode to one form: an int before a
+                    # float (5.0 standing for 5 would round a sum with an int beyond 2**53),
+                    # a float before another number (Fraction(1, 2) seen in one dataflow is
+                    # not the 0.5 of another); a bool stays itself
+                    table[c] = v
 
     def decode(self, codes: np.ndarray) -> np.ndarray:
         values = self.values
@@ -340,7 +373,8 @@ class Interner:
                     "way, or a runtime runs in another thread): arrays of codes it holds are "
                     "not registered holders, so their values could be freed"
                 )
-            return self._collect()
+            with self._lock:
+                return self._collect()
 
     def _collect(self) -> int:
         values, n = self.values, len(self.values)

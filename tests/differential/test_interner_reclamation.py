@@ -164,12 +164,14 @@ async def churn(
 async def test_under_churn_the_interner_stays_bounded(op: str) -> None:
     """150 epochs of 8 fresh keys with fresh values (some 2,400 to 4,800 new strings, with
     the operators' own): the table holds what is alive and at most about as much again."""
-    before = len(INTERNER)
+    before, slots = len(INTERNER), len(INTERNER.values)
     sizes = await churn(op, epochs=150)
     grown = [s - before for s in sizes]
     assert max(grown) <= 400, grown[::10]
     assert max(grown[-30:]) <= max(grown[:60]) + 40, grown[::10]  # not growing
-    assert len(INTERNER.values) - before <= 800  # its codes reused, not extended
+    # its codes reused, not extended (codes freed by earlier tests count as free here: the
+    # table's length less its values alive before was 3,400 after a test of threads)
+    assert len(INTERNER.values) - slots <= 800
 
 
 async def test_a_shared_arrangement_imported_by_another_dataflow() -> None:
