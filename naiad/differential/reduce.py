@@ -440,7 +440,13 @@ class ReduceVertex(Vertex):
         self.held = HeldTimes(source.lex, source.depth)
         # per group column, whether the pending groups hold interned codes (None: unknown)
         self.group_encoded: list[bool | None] = [None]
-        INTERNER.hold(self)  # the pending groups' codes outlive the callbacks
+        # the pending groups' codes outlive the callbacks. Held as the interner's contract
+        # asks, though no answer depends on it today: a pending code no other holder lists
+        # is in no batch, so its group has no history in either spine (output columns
+        # follow the input's encoding, see _sync_encoding, so it is never decoded) and its
+        # evaluation emits nothing; were it freed and taken by another value, evaluating
+        # that value at a complete time would emit only the change it needs there
+        INTERNER.hold(self)
 
     def interned_columns(self) -> list[np.ndarray]:
         """The pending groups' columns that may hold codes (see :meth:`Interner.hold`):
