@@ -217,6 +217,10 @@ def products(a: np.ndarray, b: np.ndarray, what: str = "the product of diffs") -
     return out
 
 
+SMALL_SCAN = 32
+"""Diffs up to this many are searched for ``-2**63`` in a Python list, more with numpy."""
+
+
 def split_negation(diffs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``-diffs`` for a sum that follows: each diff negated, except that ``-2**63`` (whose
     negation int64 cannot hold) becomes ``2**63 - 1``, to be completed by one more row of
@@ -227,7 +231,10 @@ def split_negation(diffs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     >>> minus.tolist(), extra.tolist()
     ([-5, 9223372036854775807], [1])
     """
-    if not len(diffs) or int(diffs.min()) != DIFF_MIN:
+    n = len(diffs)
+    # a few diffs (a small batch, an iterative round's) are searched as Python ints: the list
+    # and its search cost less than numpy's reduction call (~0.8 against ~2 us for 30)
+    if not n or not (DIFF_MIN in diffs.tolist() if n <= SMALL_SCAN else diffs.min() == DIFF_MIN):
         return -diffs, np.zeros(0, dtype=np.int64)
     extra = np.flatnonzero(diffs == DIFF_MIN)
     minus = -diffs

@@ -92,6 +92,19 @@ def test_products_differences_and_additions_are_exact_or_refused(pairs: list[Any
             assert info.value.row == next(i for i, v in enumerate(exact) if not fits(v))
 
 
+@pytest.mark.parametrize("n", [1, 30, 32, 33, 200])  # searched in Python up to SMALL_SCAN
+def test_a_diff_of_min_int64_is_negated_as_two_rows_wherever_it_is(n: int) -> None:
+    for row in sorted({0, n // 2, n - 1}):
+        column = np.full(n, -1, dtype=np.int64)
+        column[row] = DIFF_MIN
+        minus, extra = split_negation(column)
+        assert extra.tolist() == [row]
+        assert minus[row] == DIFF_MAX and sum(minus.tolist()) + 1 == -sum(column.tolist())
+        column[row] = DIFF_MIN + 1
+        minus, extra = split_negation(column)
+        assert minus.tolist() == [-v for v in column.tolist()] and not len(extra)
+
+
 @FAST
 @given(st.lists(diffs, max_size=10), st.integers(0, 2**40), diffs)
 def test_negation_scaling_and_conversion_are_exact_or_refused(

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import naiad
 from naiad.differential import Collection
-from naiad.differential.updates import Updates
+from naiad.differential.updates import Updates, shaped_columns
 from naiad.transport.codec import decode_message, encode_message
 from tests.differential import reference as ref
 
@@ -258,3 +258,25 @@ def test_map_columns_of_a_mixed_batch_keeps_its_records_meaning(workers: int) ->
         ((2, "b"), 1, 1),
         (5, 0, 1),
     ]
+
+
+short_or_long = st.sampled_from(["a", "b" * 70])  # a first string up to 64 long is joined
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    short_or_long,
+    st.lists(
+        st.one_of(short_or_long, st.tuples(keys, words), st.tuples(keys), st.just(5)),
+        max_size=5,
+    ),
+)
+def test_a_column_led_by_a_string_is_mixed_exactly_when_it_holds_a_tuple_of_fields(
+    first: str, rest: list[Any]
+) -> None:
+    """The shape check of a column of single values led by a string (joined when short,
+    its types scanned otherwise): mixed when some value is a tuple of 2 or more fields."""
+    values = [first, *rest]
+    columns, mixed = shaped_columns(values)
+    assert mixed == any(isinstance(v, tuple) and len(v) > 1 for v in values)
+    assert [c.tolist() for c in columns] == [values]
