@@ -25,7 +25,7 @@ from collections import defaultdict, deque
 from typing import Any
 
 import naiad
-from naiad.runtime.launch import member_from_env, script_workers
+from naiad.runtime.launch import script_workers
 
 Edge = tuple[int, int]
 
@@ -144,15 +144,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--root", type=int, default=0, help="the BFS root (default 0)")
     args = parser.parse_args(argv)
     workers = script_workers(args.workers)
-    member = member_from_env()  # set when `naiad run` launched this process
+    cluster = naiad.Runtime(workers=workers)  # not started: its place in a `naiad run` cluster
     try:
         edges = random_graph(args.nodes, args.edges, args.seed)
     except ValueError as exc:
         parser.error(str(exc))
     levels, notified = bfs_levels(edges, args.root, workers)
-    if member is not None and member.process != 0:
+    if cluster.process_index != 0:
         return  # the process of worker 0 reports
-    processes = f" x {member.processes} processes" if member else ""
+    processes = f" x {cluster.process_count} processes" if cluster.process_count > 1 else ""
     print(
         f"BFS from node {args.root} on a random graph: {args.nodes} nodes, {len(edges)} edges,"
         f" {workers} workers{processes}\n"

@@ -25,7 +25,7 @@ import zlib
 from typing import Any
 
 import naiad
-from naiad.runtime.launch import member_from_env, script_workers
+from naiad.runtime.launch import script_workers
 
 WORDS = ["ant", "bee", "cat", "dog", "eel", "fox", "gnu"]
 
@@ -138,8 +138,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.epochs < 1:  # the open-epoch demo sends the first epoch's words
         parser.error(f"--epochs must be at least 1, not {args.epochs}")
     workers = script_workers(args.workers)
-    member = member_from_env()  # set when `naiad run` launched this process
-    first = member is None or member.process == 0  # the process of worker 0 reports
+    cluster = naiad.Runtime(workers=workers)  # not started: its place in a `naiad run` cluster
+    first = cluster.process_index == 0  # the process of worker 0 reports
 
     epochs = sample_epochs(args.epochs, seed=args.seed)
     distinct, counts = distinct_count(epochs, workers)
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> None:
     out0, out1 = asyncio.run(open_epoch_demo(batch, workers))  # every process takes part
     if not first:
         return
-    processes = f" x {member.processes} processes" if member else ""
+    processes = f" x {cluster.process_count} processes" if cluster.process_count > 1 else ""
     print(f"DistinctCount (Figure 4) on {workers} workers{processes}, {len(epochs)} epochs\n")
     for t, words in enumerate(epochs):
         print(f"epoch {t} input   : {' '.join(words)}")

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import naiad
-from naiad.runtime.launch import member_from_env, script_workers
+from naiad.runtime.launch import script_workers
 
 # Four short paragraphs (Dickens, *A Tale of Two Cities*, public domain): one epoch each.
 SAMPLE_TEXT = [
@@ -184,11 +184,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--top", type=int, default=6, help="changed words shown per epoch")
     args = parser.parse_args(argv)
     workers = script_workers(args.workers)
-    member = member_from_env()  # set when `naiad run` launched this process
-    first = member is None or member.process == 0  # the process that reports
+    cluster = naiad.Runtime(workers=workers)  # not started: its place in a `naiad run` cluster
+    first = cluster.process_index == 0  # the process that reports
 
     if first:
-        processes = f" x {member.processes} processes" if member else ""
+        processes = f" x {cluster.process_count} processes" if cluster.process_count > 1 else ""
         print(f"streaming word count: {len(SAMPLE_TEXT)} epochs on {workers} workers{processes}\n")
     changes = asyncio.run(run_wordcount(SAMPLE_TEXT, workers, printer(SAMPLE_TEXT, args.top)))
     if not first:
