@@ -179,3 +179,51 @@ async def test_a_frontier_move_costs_the_times_it_releases_not_every_stashed_tim
     want = [(t, v) for t in range(n) for v in (1001 * t + 1, 1001 * (t + 1))]
     assert sorted(out) == want
     assert tests < 20 * n
+
+
+@pytest.mark.parametrize("operator", ["aggregate", "state_machine"])
+@pytest.mark.parametrize("layout", [(1, 1), (2, 1), (2, 2)])
+def test_a_send_holding_a_record_that_is_no_pair_is_refused_on_every_layout(
+    operator: str, layout: tuple[int, int]
+) -> None:
+    """The pairs are checked by the channel at the sender, on one worker as on several:
+    the send raises naming the operator and the record, nothing of it is delivered (to the
+    input's other consumer either), and later sends apply. (On one worker the operator used
+    to fail the dataflow instead.)"""
+
+    def use(stream: naiad.Stream) -> naiad.Stream:
+        if operator == "aggregate":
+            return stream.aggregate(
+                lambda k, v, a: a + v, lambda k, a: (k, a), key=crc, init=int, name="Op"
+            )
+        return stream.state_machine(lambda k, v, s: (s + v, [(k, s + v)]), crc, int, name="Op")
+
+    async def main() -> tuple[list[Any], list[Any]]:
+        workers, processes = layout
+        async with naiad.Runtime(workers, processes=processes) as rt:
+
+            def build(s: naiad.Scope) -> Any:
+                handle, stream = s.new_input()
+                return handle, stream.collect(), use(stream).collect()
+
+            df = rt.dataflow(build)
+            handle = df.results[0][0]
+            for h, *_ in df.results[1:]:
+                h.close()
+            handle.send([("a", 1), ("b", 2)])
+            with pytest.raises(TypeError, match="'Op': records must be \\(key, value\\) pairs"):
+                handle.send([("a", 10), ("a", 3, 4), ("b", 20)])
+            handle.advance_to(1)
+            handle.send([("a", 5)])
+            handle.close()
+            await asyncio.wait_for(df.finished(), 30)
+        return [r for _, raw, _ in df.results for r in raw], [
+            r for *_, out in df.results for r in out
+        ]
+
+    raw, out = asyncio.run(main())
+    assert Counter(raw) == Counter([(0, ("a", 1)), (0, ("b", 2)), (1, ("a", 5))])
+    if operator == "aggregate":
+        assert Counter(out) == Counter([(0, ("a", 1)), (0, ("b", 2)), (1, ("a", 5))])
+    else:
+        assert Counter(out) == Counter([(0, ("a", 1)), (0, ("b", 2)), (1, ("a", 6))])

@@ -36,8 +36,7 @@ class AggregateVertex(Vertex):
             aggregates = self.pending[cap.time] = {}
             self.notify_at(cap)
         fold, init = self.fold, self.init
-        for record in batch:
-            k, value = pair(record, self.name)
+        for k, value in batch:  # pairs: the channel checked them (routed)
             aggregates[k] = fold(k, value, aggregates[k] if k in aggregates else init())
 
     def on_notify(self, cap: Capability) -> None:
@@ -55,10 +54,18 @@ def pair(record: Any, name: str) -> tuple[Any, Any]:
 
 
 def routed(key: Callable[[Any], int], what: str, name: str) -> Exchange:
-    """The exchange that sends every record of a key to one worker: ``key(k)`` of its key."""
+    """The exchange that sends every record of a key to one worker: ``key(k)`` of its key.
+    Its check refuses a batch holding a record that is not a pair at the sender, on every
+    layout (one worker too): a send to an input raises, with nothing of it delivered."""
     if not callable(key):
         raise TypeError(f"{what} {name!r}: key must be a function of a record's key, not {key!r}")
-    return Exchange(key=lambda record: key(pair(record, name)[0]))
+
+    def check(batch: Any) -> None:
+        for record in batch:
+            if record.__class__ is not tuple or len(record) != 2:
+                pair(record, name)
+
+    return Exchange(key=lambda record: key(record[0]), check=check)
 
 
 def checked_functions(what: str, name: str, **functions: Any) -> None:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from naiad.actors.vertex import Vertex
-from naiad.operators.aggregate import checked_functions, pair, routed
+from naiad.operators.aggregate import checked_functions, routed
 from naiad.progress.antichain import TimeQueue
 from naiad.progress.capability import Capability
 
@@ -74,8 +74,7 @@ class StateMachineVertex(Vertex):
     def _apply(self, cap: Capability, batch: Any) -> None:
         f, init, states, name = self.f, self.init, self.states, self.name
         out: list[Any] = []
-        for record in batch:
-            k, value = pair(record, name)
+        for k, value in batch:  # pairs: the channel checked them (routed)
             result = f(k, value, states[k] if k in states else init())
             if not (isinstance(result, tuple) and len(result) == 2):
                 raise TypeError(
