@@ -254,8 +254,9 @@ class Arranged:
         """A handle for reading this arrangement later, or importing it into another dataflow.
         Holding it keeps history uncompacted: advance it or ``close()`` it when done. Taken
         while the dataflow runs, it holds only what is left: its ``logical`` frontier starts
-        where the trace was compacted to then (take it when building to keep every time)."""
-        if self._trace is None:
+        where the trace was compacted to then (take it when building to keep every time).
+        Once it is closed, the next ``trace`` is a new handle, holding what is left then."""
+        if self._trace is None or self._trace.closed:
             self._trace = self.spine.reader()
         return self._trace
 
@@ -784,6 +785,7 @@ def import_trace(
             "build of the source dataflow returned: source.result(scope.index))"
         )
     check_keyed(spine, name, "an import into another dataflow")
+    handle.check_open(name)
     rows = None if frontier is None else _import_frontier(handle, frontier, name)
     if isinstance(spine, AdvancedSpine):  # the trace of an import as of a frontier
         rows = spine.frontier if rows is None else spine.outer_rows(rows)

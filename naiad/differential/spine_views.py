@@ -190,6 +190,10 @@ class ViewHandle(TraceHandle):
         self.base.set_physical_compaction(seq)  # the outer spine may merge now
         self.spine.forget_merged()
 
+    @property
+    def closed(self) -> bool:  # type: ignore[override]  # the outer handle says
+        return self.base.closed
+
     def close(self) -> None:
         self.base.close()
 

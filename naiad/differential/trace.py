@@ -682,11 +682,14 @@ class TraceHandle:
     ``set_logical_compaction(frontier)`` promises the reader will only ask for accumulations
     at times in advance of ``frontier``; ``set_physical_compaction(seq)`` says it has read
     the batches numbered up to ``seq``. The spine compacts no further than every open handle
-    allows; ``close()`` (or dropping the handle) releases the hold.
+    allows; ``close()`` (or dropping the handle) releases the hold, and the handle with it: the
+    spine may then compact past its frontier, so a closed handle reads nothing and is imported
+    nowhere (:meth:`check_open`).
     """
 
     def __init__(self, spine: Spine, logical: np.ndarray | None = None) -> None:
         self.spine = spine
+        self.closed = False
         # by default the spine's compaction frontier of the moment (the minimum time while
         # nobody has read it): a handle taken late cannot promise the history the spine may
         # have compacted already, so reads and set_logical_compaction before it are wrong
@@ -708,6 +711,7 @@ class TraceHandle:
         ...
         ValueError: trace '': cannot move the logical compaction frontier back from [3] to [2]: ...
         """
+        self.check_open("set_logical_compaction")
         rows = lattice.frontier_rows(frontier, self.spine.depth)
         lex, was = self.spine.lex, self.logical
         if was is not None and not lattice.beyond(rows, was, lex).all():
@@ -743,10 +747,23 @@ class TraceHandle:
         self.spine._maintain()
 
     def close(self) -> None:
+        self.closed = True
         self.spine.handles.discard(self)
+
+    def check_open(self, what: str) -> None:
+        """Raises ``ValueError`` naming ``what`` if the handle is closed: it no longer holds
+        the trace's history, which may be compacted past its frontier since (read or imported
+        through it, times before that would read wrong accumulations)."""
+        if self.closed:
+            raise ValueError(
+                f"{what}: the trace handle of {self.spine.name!r} is closed, so the trace may "
+                f"be compacted past its frontier; keep a handle open (advancing it with "
+                f"set_logical_compaction) for as long as it is read or imported"
+            )
 
     def cursor(self, seq: int | None = None) -> Cursor:
         """A cursor over the updates of the batches numbered up to ``seq`` (all by default)."""
+        self.check_open("cursor")
         return Cursor(self.spine, self.spine.batches_through(seq))
 
     def __repr__(self) -> str:
