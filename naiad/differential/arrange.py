@@ -7,7 +7,13 @@ the same batch object downstream (readers are on the same worker: ``Pipeline``).
 reader of the arrangement (join, reduce, an import into another dataflow) holds a
 :class:`~naiad.differential.trace.TraceHandle` on the one spine: K-Pg's shared arrangement.
 
-Records are rows of columns: the first column is the key, the others the value.
+Records are rows of columns: the first column is the key, the others the value. Records of
+several widths (``1`` beside ``(1, "a")`` beside ``(1, "a", "b")``, in one batch or in
+different ones) are all accepted on every layout, as no worker knows the widths the others
+met: the spine packs their values into one column of tuples when it meets a second width
+(:meth:`~naiad.differential.trace.Spine.insert_records`), and its readers unpack them per
+record where they build output records. One width stays columnar, at the cost of a flag test
+per batch.
 """
 
 from __future__ import annotations
@@ -22,13 +28,13 @@ from naiad.actors.vertex import StatelessVertex, Vertex
 from naiad.dataflow.channels import Exchange, Pipeline
 from naiad.differential import lattice
 from naiad.differential.spine_views import AdvancedSpine
-from naiad.differential.trace import Batch, Spine, TraceHandle
+from naiad.differential.trace import Batch, Spine, TraceHandle, column_updates
 from naiad.differential.updates import (
     Updates,
+    handed,
     records_of,
     route,
     route_by_record,
-    two_shapes,
     updates_from_rows,
 )
 from naiad.operators.input import ImportVertex
@@ -71,46 +77,10 @@ class HeldTimes:
         self.caps = fresh
 
 
-def one_shape(batch: Updates, name: str, by_record: bool = False) -> None:
-    """Raises ``ValueError`` naming the arrangement ``name`` if ``batch`` mixes records of
-    different shapes (``Updates.mixed``: pairs beside single values, say): a keyed
-    arrangement takes a tuple's first field as its key and the others as its value, one
-    column each, and such records have no columns in common. ``by_record`` (an arrangement
-    routed by whole record) suggests :meth:`Collection.count` and its kin, which arrange
-    records of every shape (:mod:`~naiad.differential.lanes`).
-
-    >>> u = Updates.of_values([(1, "a"), 5], np.zeros((2, 1), np.int64), np.ones(2, np.int64))
-    >>> one_shape(u.take(np.array([0])), "join")  # pairs only
-    >>> one_shape(u, "join")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    ValueError: join: records of different shapes, such as (1, 'a') and 5, cannot be keyed: ...
-    """
-    if not batch.mixed:
-        return
-    a, b = two_shapes(batch.data[0])
-    remedy = (
-        "count, distinct and threshold of the collection itself take records of any shapes"
-        if by_record
-        else "give every record one shape, such as (key, value) pairs with a tuple as the value"
-    )
-    raise ValueError(
-        f"{name}: records of different shapes, such as {a!r} and {b!r}, cannot be keyed: "
-        f"an arrangement keeps a tuple's fields as columns, the first the key; {remedy}"
-    )
-
-
-def keyed_routing(name: str, by_record: bool = False) -> Exchange:
-    """The exchange of an arrangement ``name``: by key (:func:`route`) or by whole record
-    (:func:`route_by_record`), refusing a batch of mixed shapes (:func:`one_shape`) before
-    it is split among the workers, whose parts might each have one shape."""
-    hashes = route_by_record if by_record else route
-
-    def routes(batch: Updates) -> np.ndarray:
-        one_shape(batch, name, by_record)
-        return hashes(batch)
-
-    return Exchange(keys=routes)
+def keyed_routing(by_record: bool = False) -> Exchange:
+    """The exchange of an arrangement: by key (:func:`route`, a ``mixed`` batch's records by
+    their first fields) or by whole record (:func:`route_by_record`)."""
+    return Exchange(keys=route_by_record if by_record else route)
 
 
 class ArrangeVertex(Vertex):
@@ -188,8 +158,8 @@ class ArrangeVertex(Vertex):
         one batch with frontiers ``lower`` and ``upper``, and returns it."""
         parts = [part for t in times for part in self.pending.pop(t)]
         part = parts[0].concat(*parts[1:]) if len(parts) > 1 else parts[0]
-        if not self.whole:
-            one_shape(part, self.spine.name, self.spine.by_record)
+        if not self.whole:  # keyed: records of any widths (Spine.insert_records)
+            return self.spine.insert_records(part, upper, lower)
         return self.spine.insert_updates(
             part.data[0], part.data[1:], part.times, part.diffs, upper=upper, lower=lower
         )
@@ -228,12 +198,17 @@ def handed_values(columns: Sequence[np.ndarray], n: int) -> list[Any]:
 
 
 def batch_updates(batch: Batch) -> Updates:
-    """A batch's updates as an ``Updates`` (values decoded as the batch was written)."""
-    cols = [
-        batch.decode(0, batch.keys),
-        *(batch.decode(i + 1, v) for i, v in enumerate(batch.vals)),
-    ]
-    return Updates(tuple(cols), batch.times, batch.diffs)
+    """A batch's updates as an ``Updates`` (values decoded as the batch was written; a
+    packed batch's records unpacked, one Python record each: ``mixed`` if widths differ)."""
+    return column_updates(batch.decoded(), batch.times, batch.diffs, batch.packed)
+
+
+def keyed_values(batch: Batch) -> list[tuple[Any, Any]]:
+    """``(key, value)`` of each row of ``batch``, values as ``reduce`` hands them over (see
+    :func:`handed_values`), whether the batch is packed or not."""
+    keys = batch.decode(0, batch.keys).tolist()
+    values = map(handed, batch.value_fields(slice(None)))
+    return list(zip(keys, values, strict=True))
 
 
 class Arranged:
@@ -357,7 +332,7 @@ class Arranged:
 
         def keep(batch: Batch) -> Updates:
             u = batch_updates(batch)
-            pairs = zip(u.data[0].tolist(), handed_values(u.data[1:], len(u)), strict=True)
+            pairs = keyed_values(batch)
             return u.take(np.fromiter((bool(predicate(k, v)) for k, v in pairs), bool, len(u)))
 
         return self._read(keep, name)
@@ -383,15 +358,13 @@ class Arranged:
         check_function(f, 2, name, "f(key, value)")
 
         def apply(batch: Batch) -> Updates:
-            u = batch_updates(batch)
             out: list[Any] = []
             rows: list[int] = []
-            pairs = zip(u.data[0].tolist(), handed_values(u.data[1:], len(u)), strict=True)
-            for row, (k, v) in enumerate(pairs):
+            for row, (k, v) in enumerate(keyed_values(batch)):
                 for y in iterable_result(f(k, v), name, f"f({k!r}, {v!r})"):
                     out.append(y)
                     rows.append(row)
-            return updates_from_rows(out, rows, u.times, u.diffs)
+            return updates_from_rows(out, rows, batch.times, batch.diffs)
 
         return self._read(apply, name)
 
@@ -632,7 +605,7 @@ def arrange(
     scope = collection.stream.scope
     spine = Spine(scope.depth, lattice.scope_lex(scope), name, scope.index)
     spine.whole, spine.by_record = whole, by_record
-    routing = keyed_routing(name, by_record) if not whole else Exchange(keys=route)
+    routing = keyed_routing(by_record) if not whole else Exchange(keys=route)
     node = scope.add_operator(name, ArrangeVertex(spine, whole), [(collection.stream, routing)])
     return Arranged(collection.stream.derive(node), spine)
 

@@ -9,9 +9,10 @@ equal ``(data, time)`` pairs once their time is complete, and emits only non-zer
 Records that are tuples of one length become one column per field; numbers stay numeric
 columns, other values become ``object`` columns (dictionary-encoded when sorted or arranged:
 one Python dict lookup per value). Keyed operators take a tuple record's first field as its
-key, so they refuse a collection whose records mix tuple lengths (arrangements by whole
-records, such as a semijoin's keys, take any shapes, and so do ``count``, ``distinct`` and
-``threshold``: :mod:`~naiad.differential.lanes`). A float field may not be NaN: NaN is
+key, whatever the records' widths (an arrangement by key that meets a second width packs
+each record's value fields into one tuple: ``Spine.pack``); arrangements by whole records,
+such as a semijoin's keys, take any shapes, and so do ``count``, ``distinct`` and
+``threshold`` (:mod:`~naiad.differential.lanes`). A float field may not be NaN: NaN is
 not equal to itself, so its changes could never cancel; input sessions refuse it, and an
 operator that makes one fails when the record is consolidated.
 Routing uses :func:`~naiad.differential.updates.stable_hash`, equal in every process
@@ -677,11 +678,19 @@ class Collection:
         return self._logic(reduce_mod.SumLogic(), name)
 
     def min(self, name: str = "min") -> Collection:
-        """``(key, least value)`` per key."""
+        """``(key, least value)`` per key: ``(key, *fields)`` of the least value. A key's
+        values of several widths compare as tuples of their fields, as one width's columns
+        sort (``(1,)`` before ``(1, 0)`` before ``(2,)``).
+
+        >>> import naiad
+        >>> naiad.run(lambda s: Collection.from_epochs(s, [[((1, 2, 0), 1), ((1, 1), 1)]])
+        ...           .min().changes())
+        [[((1, 1), 0, 1)]]
+        """
         return self._logic(reduce_mod.ExtremeLogic(largest=False), name)
 
     def max(self, name: str = "max") -> Collection:
-        """``(key, greatest value)`` per key."""
+        """``(key, greatest value)`` per key (values compared as for :meth:`min`)."""
         return self._logic(reduce_mod.ExtremeLogic(largest=True), name)
 
     # --- loops ---------------------------------------------------------------------------------

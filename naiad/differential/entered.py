@@ -28,7 +28,7 @@ import numpy as np
 
 from naiad.differential import lattice
 from naiad.differential.spine_views import BatchView, SpineView
-from naiad.differential.trace import Batch, Spine
+from naiad.differential.trace import Batch, Spine, column_updates
 from naiad.differential.updates import Updates
 from naiad.operators.scope import Scope
 
@@ -71,11 +71,7 @@ class EnteredBatch(BatchView):
         base = self.base
         times = widened(base.take_times(index), self.depth)
         if any(self.levels):
-            data = (
-                base.decode(0, base.keys[index]),
-                *(base.decode(i + 1, v[index]) for i, v in enumerate(base.vals)),
-            )
-            updates = Updates(data, times, base.diffs[index])
+            updates = column_updates(base.decoded(index), times, base.diffs[index], base.packed)
             first = base.lower.shape[1]
             for j, counters in enumerate(self.levels):
                 if counters is not None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from naiad.differential.updates import Updates
+from naiad.differential.updates import Updates, fields_of
 from naiad.operators import loops
 
 if TYPE_CHECKING:
@@ -38,6 +38,12 @@ def entry_counters(
     :func:`loop_counters` (in ``[0, 2**bits)``), shifted left by ``shift`` bits."""
 
     def counters(u: Updates) -> np.ndarray:
+        if u.mixed:  # each width's records as columns, as in a batch of their shape alone
+            out = np.zeros(len(u), dtype=np.int64)
+            widths = np.fromiter(map(fields_of, u.data[0].tolist()), np.int64, len(u))
+            for width, part in u.by_width():
+                out[widths == width] = counters(part)
+            return out
         return loop_counters(at(*u.data), len(u), what, bits) << shift
 
     return counters

@@ -32,6 +32,8 @@ from naiad.differential.trace import (
 from naiad.differential.updates import (
     INTERNER,
     Updates,
+    handed,
+    record_of,
     take_rows,
     updates_from_rows,
 )
@@ -150,19 +152,42 @@ class JoinVertex(Vertex):
             return None
         # recoded keys are interned codes whatever the left batch stores
         key = INTERNER.decode(left.keys[i]) if recoded else left.decode(0, left.keys[i])
-        cols = [key, *(left.decode(k + 1, v[i]) for k, v in enumerate(left.vals))]
-        if self.right_values:
-            cols += [right.decode(k + 1, v[j]) for k, v in enumerate(right.vals)]
         times = lattice.join(left.take_times(i), right.take_times(j), self.lex)
         try:
             diffs = products(left.diffs[i], right.diffs[j])
         except DiffOverflowError as e:
             raise e.located(*describe_row([key], times, e.row or 0), noun="key") from None
+        if left.packed or (self.right_values and right.packed):
+            return self._records(key, left.value_fields(i), right, j, times, diffs)
+        cols = [key, *(left.decode(k + 1, v[i]) for k, v in enumerate(left.vals))]
+        if self.right_values:
+            cols += [right.decode(k + 1, v[j]) for k, v in enumerate(right.vals)]
         if self.pairs is not None:
             n = 1 + len(left.vals)
             out = self.pairs(cols[0], cols[1:n], cols[n:], times, diffs)
             return out if len(out) else None
         return Updates(tuple(cols), times, diffs)
+
+    def _records(
+        self,
+        keys: np.ndarray,
+        left: list[tuple[Any, ...]],
+        right: Batch,
+        j: np.ndarray,
+        times: np.ndarray,
+        diffs: np.ndarray,
+    ) -> Updates | None:
+        """The output of matched rows when a side is packed (its records' widths differ):
+        built record by record, ``(key, *left fields, *right fields)``."""
+        theirs = right.value_fields(j) if self.right_values else [()] * len(j)
+        if self.pairs is not None:
+            lv, rv = list(map(handed, left)), list(map(handed, theirs))
+            out = self.pairs.apply(keys.tolist(), lv, rv, times, diffs)
+            return out if len(out) else None
+        records = [
+            record_of((k, *a, *b)) for k, a, b in zip(keys.tolist(), left, theirs, strict=True)
+        ]
+        return Updates.of_values(records, times, diffs)
 
     def _recode(self, batch: Batch) -> Batch:
         """A batch's keys as interned codes when the other side's are (mixed key types)."""
@@ -179,7 +204,7 @@ class JoinVertex(Vertex):
             batch.upper,
             batch.since,
         )
-        out.encoded = (True, *batch.encoded[1:])
+        out.encoded, out.packed = (True, *batch.encoded[1:]), batch.packed
         return out
 
     def on_frontier(self) -> None:
@@ -217,14 +242,22 @@ class PairFunction:
         times: np.ndarray,
         diffs: np.ndarray,
     ) -> Updates:
-        f = self.f
         n = len(keys)
-        triples = zip(
-            keys.tolist(),
-            handed_values(left, n),
-            handed_values(right, n),
-            strict=True,
+        return self.apply(
+            keys.tolist(), handed_values(left, n), handed_values(right, n), times, diffs
         )
+
+    def apply(
+        self,
+        keys: list[Any],
+        left: list[Any],
+        right: list[Any],
+        times: np.ndarray,
+        diffs: np.ndarray,
+    ) -> Updates:
+        """The function applied to the pairs of ``keys`` and values (as handed over)."""
+        f = self.f
+        triples = zip(keys, left, right, strict=True)
         if not self.many:
             return Updates.of_values([f(k, a, b) for k, a, b in triples], times, diffs)
         out: list[Any] = []

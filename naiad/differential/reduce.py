@@ -60,6 +60,7 @@ from naiad.differential.updates import (
     columns_of,
     consolidated,
     group_starts,
+    handed,
     object_column,
     records_of,
     reject_nan_values,
@@ -91,6 +92,13 @@ class Logic:
     """
 
     per_record = False
+    packs = False
+    """Over a packed input (records of several widths: ``Spine.pack``), whether the logic
+    takes the values packed (one column of tuples of value fields) and returns them, still
+    packed, as its first output value column, followed by ``trailing`` columns of its own
+    (its output is then packed too). Otherwise it takes them as columns when every record
+    it gets has one width, else as ``reduce`` hands them over (one column)."""
+    trailing = 0
 
     def __call__(
         self,
@@ -101,11 +109,16 @@ class Logic:
     ) -> Rows:
         raise NotImplementedError
 
+    def check_width(self, fields: int) -> None:
+        """Raises the logic's error if it cannot take records with ``fields`` value fields
+        (those after the key)."""
+
 
 class CountLogic(Logic):
     """``(record, count)`` for every record with a non-zero count."""
 
-    per_record = True
+    per_record = packs = True
+    trailing = 1
 
     def __call__(
         self, keys: np.ndarray, vals: Columns, counts: np.ndarray, decode_key: Decoder
@@ -117,7 +130,7 @@ class ThresholdLogic(Logic):
     """Each record with multiplicity ``f(count)`` (``f`` gets and returns a numpy array of
     counts); ``f=None`` is ``distinct``: multiplicity 1 for every positive count."""
 
-    per_record = True
+    per_record = packs = True
 
     def __init__(self, f: Callable[[np.ndarray], Any] | None) -> None:
         self.f = f
@@ -156,13 +169,14 @@ def thresholded(f: Callable[[np.ndarray], Any] | None, counts: np.ndarray, name:
 class SumLogic(Logic):
     """``(key, sum of value x count)`` per key."""
 
+    def check_width(self, fields: int) -> None:
+        if fields != 1:
+            raise ValueError(f"sum: records must be (key, number) pairs, not {fields + 1} fields")
+
     def __call__(
         self, keys: np.ndarray, vals: Columns, counts: np.ndarray, decode_key: Decoder
     ) -> Rows:
-        if len(vals) != 1:
-            raise ValueError(
-                f"sum: records must be (key, number) pairs, not {len(vals) + 1} fields"
-            )
+        self.check_width(len(vals))
         starts = group_starts(keys)
         (v,) = vals
         ones = np.ones(len(starts), dtype=np.int64)
@@ -224,14 +238,19 @@ def _may_overflow(values: np.ndarray, counts: np.ndarray) -> bool:
 class ExtremeLogic(Logic):
     """``(key, least value)`` (``max=True``: greatest) among the values with positive counts."""
 
+    packs = True  # packed values compare as tuples of fields, as columns sort
+
     def __init__(self, largest: bool) -> None:
         self.largest = largest
+
+    def check_width(self, fields: int) -> None:
+        if not fields:
+            raise ValueError("min/max: records must be (key, value) pairs")
 
     def __call__(
         self, keys: np.ndarray, vals: Columns, counts: np.ndarray, decode_key: Decoder
     ) -> Rows:
-        if not vals:
-            raise ValueError("min/max: records must be (key, value) pairs")
+        self.check_width(len(vals))
         pos = counts > 0
         keys, vals = keys[pos], tuple(v[pos] for v in vals)
         if any(v.dtype == object for v in vals):  # Python values: compare them in Python
@@ -440,6 +459,7 @@ class ReduceVertex(Vertex):
         self.held = HeldTimes(source.lex, source.depth)
         # per group column, whether the pending groups hold interned codes (None: unknown)
         self.group_encoded: list[bool | None] = [None]
+        self.group_packed = False  # the pending groups' values packed, as the source's
         # the pending groups' codes outlive the callbacks. Held as the interner's contract
         # asks, though no answer depends on it today: a pending code no other holder lists
         # is in no batch, so its group has no history in either spine (output columns
@@ -480,6 +500,8 @@ class ReduceVertex(Vertex):
         (a column that brought Python objects later): pending groups recoded, and the output's
         column with them (so that a group's output rows are found by its stored values)."""
         source, output = self.source, self.output
+        if source.packed and not self.group_packed:
+            self._pack()
         for i, was in enumerate(self.group_encoded):
             now = source.encoded[i]
             if was is False and now is True:
@@ -494,7 +516,50 @@ class ReduceVertex(Vertex):
         if source.encoded[0] is not None:
             output.encoded[0] = source.encoded[0]
 
+    def _pack(self) -> None:
+        """Follows the input spine when it packed (``Spine.pack``): per-record pending groups
+        packed as its records are, and the output packed if the logic carries the values."""
+        trailing = self.source.trailing
+        self.group_packed = True
+        if self.logic.per_record:
+            encoded = self.group_encoded
+
+            def packed(groups: Columns) -> Columns:
+                n = len(groups) - 1 - trailing
+                fields = [
+                    (INTERNER.decode(c) if encoded[i] else c).tolist()
+                    for i, c in enumerate(groups[1 : 1 + n], 1)
+                ]
+                values = list(zip(*fields, strict=True)) if fields else [()] * len(groups[0])
+                codes = INTERNER.encode(object_column(values))
+                return (groups[0], codes, *groups[1 + n :])
+
+            self.pending = {t: [packed(g) for g in gs] for t, gs in self.pending.items()}
+            n = max(len(encoded) - 1 - trailing, 0)
+            encoded[:] = [encoded[0], True, *encoded[1 + n :]]
+        if self.logic.packs:
+            self.output.pack(trailing + self.logic.trailing)
+
+    def _logic_values(self, vals: Columns) -> Columns:
+        """Decoded value columns of the input as the logic takes them: a packed input's
+        checked against the logic (:meth:`Logic.check_width`), then kept packed for a logic
+        that :attr:`~Logic.packs`, else one column per field when they have one width, else
+        one column of values as ``reduce`` hands them over (a tuple of several fields)."""
+        if not self.source.packed or not len(vals[0]):
+            return vals
+        tuples = vals[0].tolist()
+        widths = sorted(set(map(len, tuples)))
+        for w in widths:
+            self.logic.check_width(w)
+        if self.logic.packs:
+            return vals
+        if len(widths) == 1:
+            fields = tuple(_column([t[f] for t in tuples]) for f in range(widths[0]))
+            return (*fields, *vals[1:])
+        return (object_column([handed(t) for t in tuples]), *vals[1:])
+
     def on_recv(self, port: int, cap: Capability, batch: Batch) -> None:
+        batch = self.source.conform(batch)  # written before the input packed, perhaps
         if len(batch) and self.logic.per_record and len(self.group_encoded) < 1 + len(batch.vals):
             self.group_encoded += [None] * (1 + len(batch.vals) - len(self.group_encoded))
         self._sync_encoding()
@@ -609,7 +674,7 @@ class ReduceVertex(Vertex):
             _advanced_to(source, output),
         )
         k, vals, counts = _accumulate(source, t, gathered_in)
-        vals = tuple(source.decode(i + 1, v) for i, v in enumerate(vals))
+        vals = self._logic_values(tuple(source.decode(i + 1, v) for i, v in enumerate(vals)))
         ok, ovals, ocounts = self.logic(k, vals, counts, lambda c: source.decode(0, c))
         ovals, gathered_out = self._stored(ovals, groups, gathered_out)
         hk, hvals, hcounts = _accumulate(output, t, gathered_out)
@@ -685,9 +750,11 @@ class ReduceVertex(Vertex):
         rows = sorted(r for r, c in acc_in.items() if c)
         in_vals = gathered_in[1]
         k = np.array([r[0] for r in rows], dtype=groups[0].dtype)
-        vals = tuple(
-            source.decode(i + 1, np.array([r[i + 1] for r in rows], dtype=v.dtype))
-            for i, v in enumerate(in_vals)
+        vals = self._logic_values(
+            tuple(
+                source.decode(i + 1, np.array([r[i + 1] for r in rows], dtype=v.dtype))
+                for i, v in enumerate(in_vals)
+            )
         )
         try:
             counts = as_diffs([acc_in[r] for r in rows])

@@ -35,7 +35,7 @@ class BatchView(Batch):
         self.keys, self.vals, self.diffs = base.keys, base.vals, base.diffs
         self.lower, self.upper, self.since = base.lower, base.upper, base.since
         self.seq_lo, self.seq_hi = base.seq_lo, base.seq_hi
-        self.encoded = base.encoded
+        self.encoded, self.packed = base.encoded, base.packed
 
     @property
     def times(self) -> np.ndarray:
@@ -80,6 +80,23 @@ class SpineView(Spine):
     def view(self, batch: Batch) -> Batch:
         """``batch`` (of the outer spine) as this view presents it."""
         raise NotImplementedError
+
+    @property
+    def packed(self) -> bool:
+        """The outer spine's (it may pack later: see ``Spine.pack``)."""
+        return self.outer.packed
+
+    @packed.setter
+    def packed(self, value: bool) -> None:
+        raise AttributeError("a view of a spine is read-only: its outer spine packs")
+
+    @property
+    def trailing(self) -> int:
+        return self.outer.trailing
+
+    @trailing.setter
+    def trailing(self, value: int) -> None:
+        raise AttributeError("a view of a spine is read-only: its outer spine packs")
 
     def inner_rows(self, rows: np.ndarray) -> np.ndarray:
         """A frontier of the outer spine as a frontier of this view."""

@@ -41,7 +41,7 @@ from naiad.differential.diff_arithmetic import (
     magnitude,
 )
 from naiad.differential.reduce import recoded, thresholded
-from naiad.differential.trace import Batch, Columns, TraceHandle, expand_ranges
+from naiad.differential.trace import Batch, Columns, TraceHandle, column_updates, expand_ranges
 from naiad.differential.updates import Updates
 from naiad.progress.capability import Capability
 
@@ -98,7 +98,8 @@ class TotalVertex(Vertex):
             return
         handle = self.handle
         earlier = handle.spine.batches_through(handle.acknowledged)
-        out = self._changes(batch, earlier)
+        # written before the spine packed, perhaps: its records as the earlier batches hold them
+        out = self._changes(handle.spine.conform(batch), earlier)
         handle.set_physical_compaction(batch.seq_hi)
         if len(out):
             self.send(cap, out)
@@ -140,7 +141,7 @@ class TotalVertex(Vertex):
             diffs = np.ones(len(rows), dtype=np.int64)
             diffs[int(np.count_nonzero(after)) :] = -1
             cols = (*_decoded(batch, records, rows), counts)
-            return Updates(cols, times[rows], diffs)
+            return column_updates(cols, times[rows], diffs, batch.packed)
         multiplicity = self._multiplicities(np.concatenate([after, before]))
         try:
             change = differences(
@@ -149,7 +150,9 @@ class TotalVertex(Vertex):
         except DiffOverflowError as e:
             raise self._located(e, batch, records, e.row or 0) from None
         rows = np.flatnonzero(change)
-        return Updates(_decoded(batch, records, rows), times[rows], change[rows])
+        return column_updates(
+            _decoded(batch, records, rows), times[rows], change[rows], batch.packed
+        )
 
     def _located(
         self, error: DiffOverflowError, batch: Batch, records: Columns, row: int

@@ -35,10 +35,15 @@ from naiad.differential import lattice
 from naiad.differential.diff_arithmetic import DiffOverflowError, describe_row
 from naiad.differential.updates import (
     INTERNER,
+    Updates,
     consolidated,
     group_starts,
+    handed,
+    keyed_columns,
+    object_column,
     rounds_as_float,
     take_rows,
+    unpacked_records,
 )
 
 Columns = tuple[np.ndarray, ...]
@@ -74,6 +79,7 @@ class Batch:
         "encoded",
         "keys",
         "lower",
+        "packed",
         "seq_hi",
         "seq_lo",
         "since",
@@ -100,6 +106,9 @@ class Batch:
         # a column to codes later, and a batch already on its way to a reader must still
         # be read as it was written
         self.encoded: tuple[bool, ...] = ()
+        # whether the first value column holds each record's value fields as one tuple
+        # (interned): as when this batch was made (see Spine.pack)
+        self.packed = False
         self._distinct: tuple[np.ndarray, np.ndarray] | None = None  # see key_ranges
         self._lookups = 0
         self._held: list[np.ndarray] | None = None  # see interned_columns
@@ -128,6 +137,24 @@ class Batch:
     def decode(self, i: int, col: np.ndarray) -> np.ndarray:
         """Column ``i`` (0 the key) of this batch's rows ``col`` as values."""
         return INTERNER.decode(col) if self.is_encoded(i) else col
+
+    def decoded(self, index: np.ndarray | slice = slice(None)) -> list[np.ndarray]:
+        """The columns of the rows ``index`` as values (key first)."""
+        return [self.decode(i, c[index]) for i, c in enumerate((self.keys, *self.vals))]
+
+    def value_fields(self, index: np.ndarray | slice) -> list[tuple[Any, ...]]:
+        """The fields after the key of the rows ``index``, one tuple per row, whether this
+        batch is packed or not.
+
+        >>> b = Batch(np.array([1, 2]), (np.array([5, 6]),), np.zeros((2, 1), np.int64),
+        ...           np.ones(2, np.int64), *[np.zeros((1, 1), np.int64)] * 3)
+        >>> b.value_fields(slice(None))
+        [(5,), (6,)]
+        """
+        cols = [c.tolist() for c in self.decoded(index)[1:]]
+        if self.packed:
+            return [(*v, *rest) for v, *rest in zip(*cols, strict=True)]
+        return list(zip(*cols, strict=True)) if cols else [()] * len(self.keys[index])
 
     @classmethod
     def sealed(
@@ -345,7 +372,7 @@ def merge(batches: Sequence[Batch], since: np.ndarray, lex: Sequence[bool]) -> B
         split=True,
     )
     out.seq_lo, out.seq_hi = batches[0].seq_lo, batches[-1].seq_hi
-    out.encoded = batches[-1].encoded
+    out.encoded, out.packed = batches[-1].encoded, batches[-1].packed
     return out
 
 
@@ -361,6 +388,12 @@ class Spine:
     ``encoded[i]`` says whether column ``i`` (0 the key, then the values) holds interned codes;
     ``worker`` is the index of the worker that maintains it (``None`` outside a dataflow).
 
+    ``packed``: its records differ in width, so its first value column holds each record's
+    value fields as one tuple (interned), ``()`` for a record that is a key only, and the
+    ``trailing`` columns after it (a count's) stay as they are (:meth:`pack`). An
+    arrangement by key packs on meeting a second record width (:meth:`insert_records`): no
+    worker can know the widths the others met, so every layout must accept them all.
+
     >>> s = Spine(depth=0)
     >>> counts = []
     >>> for epoch in range(5):     # no reader holds history back: merges compact it
@@ -375,6 +408,8 @@ class Spine:
 
     whole = False
     by_record = False
+    packed = False
+    trailing = 0
 
     def __init__(
         self, depth: int, lex: Sequence[bool] = (), name: str = "", worker: int | None = None
@@ -395,6 +430,7 @@ class Spine:
         # with integer times (depth 0), the greatest time a merge may have advanced some
         # update to (None: none advanced); an update later than this holds its own time
         self.advanced_to: int | None = None
+        self.record_width: int | None = None  # of the records inserted unpacked so far
 
     # --- encoding --------------------------------------------------------------------------
     def encode(self, columns: Sequence[np.ndarray], start: int = 0) -> Columns:
@@ -469,9 +505,65 @@ class Spine:
             vals = tuple(code(v) if j == i - 1 else v for j, v in enumerate(b.vals))
             copy = Batch(keys, vals, b.times, b.diffs, b.lower, b.upper, b.since)
             copy.seq_lo, copy.seq_hi = b.seq_lo, b.seq_hi
-            copy.encoded = flags
+            copy.encoded, copy.packed = flags, b.packed
             recoded.append(self._merge([copy], b.since))
         self.batches = recoded
+
+    def pack(self, trailing: int = 0) -> None:
+        """Switches this spine to packed values (see the class docstring): its first value
+        column will hold each record's value fields, every value column but the ``trailing``
+        last ones, as one interned tuple. Its batches are replaced by packed copies,
+        re-sorted (as :meth:`_recode` does: batches in flight to readers keep their form, and
+        readers bring them to this one with :meth:`conform`). A spine stays packed. The cost:
+        one tuple and one dictionary lookup per record, from then on.
+
+        >>> s = Spine(depth=0)
+        >>> _ = s.insert_updates(np.array([1]), (np.array(["a"], dtype=object),),
+        ...                      np.zeros((1, 1), np.int64), np.ones(1, np.int64), np.array([[1]]))
+        >>> s.pack()
+        >>> TraceHandle(s).cursor().values()
+        [('a', [(0, 1)])]
+        >>> s.batches[0].value_fields(slice(None)), s.width
+        ([('a',)], 2)
+        """
+        if self.packed:
+            return
+        n = max(self.width - 1 - trailing, 0)
+        self.batches = [self._merge([packed_copy(b, n)], b.since) for b in self.batches]
+        self.encoded[:] = [self.encoded[0], True, *self.encoded[1 + n :]]
+        self.kinds[:] = [self.kinds[0], "", *self.kinds[1 + n :]]
+        self.packed, self.trailing = True, trailing
+
+    def conform(self, batch: Batch) -> Batch:
+        """``batch`` (of this spine, perhaps written before it packed) in this spine's form
+        now: packed if the spine is (rows in the same order: their keys stay sorted)."""
+        if not self.packed or batch.packed:
+            return batch
+        return packed_copy(batch, len(batch.vals) - self.trailing)
+
+    def insert_records(self, part: Updates, upper: np.ndarray, lower: np.ndarray) -> Batch:
+        """:meth:`insert_updates` of an ``Updates`` of records keyed by their first field (an
+        arrangement by key): one column per field while every record has one width, packed
+        from the first batch that brings another width, or mixes widths, on.
+
+        >>> s = Spine(depth=0)
+        >>> one = Updates.from_records([((1, "a"), 0, 1)], fields=2)
+        >>> two = Updates.from_records([((2, "b", "c"), 1, 1)], fields=3)
+        >>> _ = s.insert_records(one, np.array([[1]]), np.array([[0]]))
+        >>> _ = s.insert_records(two, np.array([[2]]), np.array([[1]]))
+        >>> s.packed, sorted(INTERNER.decode(v).tolist()[0] for b in s.batches for v in b.vals)
+        (True, [('a',), ('b', 'c')])
+        """
+        width = len(part.data)
+        if not self.packed and (part.mixed or width != (self.record_width or width)):
+            self.pack()
+        if self.packed:
+            keys, values = keyed_columns(part)
+            return self.insert_updates(keys, (values,), part.times, part.diffs, upper, lower)
+        self.record_width = width
+        return self.insert_updates(
+            part.data[0], part.data[1:], part.times, part.diffs, upper=upper, lower=lower
+        )
 
     @property
     def width(self) -> int:
@@ -512,6 +604,7 @@ class Spine:
         self.next_seq += 1
         if not batch.encoded:
             batch.encoded = tuple(bool(e) for e in self.encoded)
+        batch.packed = self.packed  # its maker wrote it in the spine's form
         self.upper = batch.upper
         if len(batch):
             self.batches.append(batch)
@@ -655,6 +748,36 @@ class Spine:
         return concat_parts(parts, self.width, self.depth)
 
 
+def column_updates(
+    columns: Sequence[np.ndarray], times: np.ndarray, diffs: np.ndarray, packed: bool
+) -> Updates:
+    """Decoded columns of arranged records as an ``Updates``; ``packed``: the second column
+    holds each record's value fields as one tuple (``Spine.pack``), unpacked here."""
+    if packed:
+        return Updates.of_values(unpacked_records(columns), times, diffs)
+    return Updates(tuple(columns), times, diffs)
+
+
+def packed_copy(batch: Batch, n: int) -> Batch:
+    """``batch`` with its first ``n`` value columns packed into one column of interned
+    tuples (see :meth:`Spine.pack`), rows in the same order."""
+    cols = [c.tolist() for c in batch.decoded()[1 : 1 + n]]
+    values = list(zip(*cols, strict=True)) if cols else [()] * len(batch)
+    copy = Batch(
+        batch.keys,
+        (INTERNER.encode(object_column(values)), *batch.vals[n:]),
+        batch.times,
+        batch.diffs,
+        batch.lower,
+        batch.upper,
+        batch.since,
+        (batch.seq_lo, batch.seq_hi),
+    )
+    flags = [batch.is_encoded(i) for i in range(len(batch.vals) + 1)]
+    copy.encoded, copy.packed = (flags[0], True, *flags[1 + n :]), True
+    return copy
+
+
 def concat_parts(
     parts: Sequence[tuple[np.ndarray, Columns, np.ndarray, np.ndarray]], width: int, depth: int
 ) -> tuple[np.ndarray, Columns, np.ndarray, np.ndarray]:
@@ -786,6 +909,7 @@ class Cursor:
         # the encoding of the rows read here: the spine may switch a column to codes later
         # (replacing its batches), and this cursor's rows must still be read as they were
         self._encoded = tuple(spine.encoded)
+        self._packed = spine.packed
         keys, vals, times, diffs = concat_parts(
             [b.take(slice(None)) for b in batches], spine.width, spine.depth
         )
@@ -866,11 +990,14 @@ class Cursor:
         hi = self._starts[self._pos + 1] if self._pos + 1 < len(self._starts) else len(self._keys)
         out: list[tuple[Any, list[tuple[Any, int]]]] = []
         vals = [self._decode(i + 1, v[lo:hi]).tolist() for i, v in enumerate(self._vals)]
-        rows = (
-            list(zip(*vals, strict=True))
-            if len(vals) > 1
-            else (vals[0] if vals else [()] * (hi - lo))
-        )
+        if self._packed:
+            rows = [handed((*v, *rest)) for v, *rest in zip(*vals, strict=True)]
+        else:
+            rows = (
+                list(zip(*vals, strict=True))
+                if len(vals) > 1
+                else (vals[0] if vals else [()] * (hi - lo))
+            )
         for j, val in enumerate(rows):
             entry = (lattice.time_of(self._times[lo + j], self.spine.lex), int(self._diffs[lo + j]))
             if out and out[-1][0] == val:

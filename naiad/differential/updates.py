@@ -216,6 +216,66 @@ def records_of(columns: Sequence[np.ndarray]) -> list[Any]:
     return list(zip(*fields, strict=True))
 
 
+def record_of(fields: tuple[Any, ...]) -> Any:
+    """The record made of ``fields``: the value itself for one field, else the tuple (the
+    inverse of splitting a record into its fields, :func:`fields_of`).
+
+    >>> record_of((5,)), record_of((1, "a"))
+    (5, (1, 'a'))
+    """
+    return fields[0] if len(fields) == 1 else fields
+
+
+def handed(values: tuple[Any, ...]) -> Any:
+    """A record's value fields (those after its key) as ``reduce`` hands them over: the
+    one field, a tuple of several, ``()`` for none.
+
+    >>> handed(()), handed(("a",)), handed(("a", "b"))
+    ((), 'a', ('a', 'b'))
+    """
+    return values[0] if len(values) == 1 else values
+
+
+def first_fields(records: Iterable[Any]) -> list[Any]:
+    """Each record's key, its first field (a record of one field is its own key).
+
+    >>> first_fields([(1, "a"), 5, (2, "b", "c"), (7,)])
+    [1, 5, 2, (7,)]
+    """
+    return [r[0] if isinstance(r, tuple) and len(r) > 1 else r for r in records]
+
+
+def keyed_columns(u: Updates) -> tuple[np.ndarray, np.ndarray]:
+    """The records of ``u`` (of any shapes, ``mixed`` or not) as a key column and a *packed*
+    value column: an ``object`` column holding each record's fields after its key as one
+    tuple (``()`` for a record that is a key only). How a keyed arrangement holds records
+    whose widths differ.
+
+    >>> m = Updates.of_values([(1, "a"), 5, (2, "b", "c")], np.zeros((3, 1), np.int64),
+    ...                       np.ones(3, np.int64))
+    >>> [c.tolist() for c in keyed_columns(m)]
+    [[1, 5, 2], [('a',), (), ('b', 'c')]]
+    """
+    if u.mixed:
+        records = u.data[0].tolist()
+        values = [r[1:] if isinstance(r, tuple) and len(r) > 1 else () for r in records]
+        return _column(first_fields(records)), object_column(values)
+    fields = [c.tolist() for c in u.data[1:]]
+    return u.data[0], object_column(list(zip(*fields, strict=True)) if fields else [()] * len(u))
+
+
+def unpacked_records(columns: Sequence[np.ndarray]) -> list[Any]:
+    """The records of decoded columns whose second is packed (see :func:`keyed_columns`):
+    ``(key, *packed fields, *other columns)`` per row, one field alone as itself.
+
+    >>> keys, packed = np.array([1, 5]), object_column([("a", "b"), ()])
+    >>> unpacked_records([keys, packed]), unpacked_records([keys, packed, np.array([3, 4])])
+    ([(1, 'a', 'b'), 5], [(1, 'a', 'b', 3), (5, 4)])
+    """
+    keys, packed, *rest = (c.tolist() for c in columns)
+    return [record_of((k, *v, *r)) for k, v, *r in zip(keys, packed, *rest, strict=True)]
+
+
 _PLAIN = frozenset((int, float))
 _FORM = {bool: -1, int: 0, float: 1}  # decoded forms of equal numbers, preferred first
 
@@ -1104,7 +1164,16 @@ def _number_hash(value: Any) -> int:
 
 def route(updates: Updates) -> np.ndarray:
     """Per update, a routing key of its first field, the key (vectorized for numeric data):
-    :func:`stable_hash` of each value."""
+    :func:`stable_hash` of each value. A ``mixed`` batch's keys are its records' first
+    fields, as they would be in a batch of their shape alone.
+
+    >>> m = Updates.of_values([(1, "a"), 5, (1, "b", "c")], np.zeros((3, 1), np.int64),
+    ...                       np.ones(3, np.int64))
+    >>> route(m).tolist() == [stable_hash(1), stable_hash(5), stable_hash(1)]
+    True
+    """
+    if updates.mixed:
+        return column_hashes(object_column(first_fields(updates.data[0].tolist())))
     return column_hashes(updates.data[0])
 
 
