@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 
 import naiad
 from naiad.differential import Collection
-from naiad.differential.arrange import batch_updates
-from naiad.differential.reduce import ExtremeLogic
+from naiad.differential.arrange import batch_updates, import_trace
+from naiad.differential.reduce import ExtremeLogic, ThresholdLogic
 from naiad.differential.trace import Spine
 from naiad.differential.updates import Updates
 from naiad.progress.timestamp import Product
@@ -122,6 +122,11 @@ OUTPUTS: dict[str, tuple[Any, Any]] = {
         lambda c: ref.antijoin(c, Counter({k: 1 for k in keys_of(c) if k % 2 == 0})),
     ),
     "reduce": (lambda c: c.reduce(values_seen), lambda c: ref.reduce(c, values_seen)),
+    # a reduction's output arrangement (packed as its input is) read by a join
+    "distinct.join": (
+        lambda c: c.arrange_by_key().reduce(ThresholdLogic(None)).join(c.flat_map(tagged)),
+        lambda c: ref.join(ref.distinct(c), tag(c)),
+    ),
     "count": (lambda c: c.arrange_by_key().count(), ref.count),
     "distinct": (lambda c: c.arrange_by_key().distinct(), ref.distinct),
     "threshold": (lambda c: c.arrange_by_key().threshold(ref.capped), ref.capped_threshold),
@@ -390,3 +395,50 @@ def test_a_batch_written_before_its_spine_packed_conforms() -> None:
     assert batch_updates(conformed).to_records() == batch_updates(stale).to_records()
     assert conformed.keys.tolist() == stale.keys.tolist()
     assert [b.value_fields(slice(None)) for b in spine.batches] == [[("a",), ("b",)], [("c", "d")]]
+
+
+async def imported_as_of(workers: int, processes: int) -> list[list[Any]]:
+    """Dataflow 1 arranges records of three widths over epochs 0..2; dataflow 2 imports the
+    arrangement as of frontier [2] (every earlier time advanced to 2) and reads it."""
+    async with naiad.Runtime(workers, processes=processes, transport="inproc") as rt:
+
+        def first(scope: naiad.Scope) -> Any:
+            session, c = Collection.new_input(scope)
+            arranged = c.arrange_by_key()
+            return session, arranged.trace, arranged.stream.probe()
+
+        df1 = rt.dataflow(first)
+        session = df1.results[0][0]
+        session.insert((1, "a"))
+        for s, _, _ in df1.results:
+            s.advance_to(1)
+        session.insert((1, "b", "c"))
+        session.insert(2)
+        for s, _, _ in df1.results:
+            s.advance_to(2)
+        session.remove((1, "a"))
+        for s, _, _ in df1.results:
+            s.advance_to(3)
+        await df1.results[0][2].wait(2)
+
+        def second(scope: naiad.Scope) -> Any:
+            imported = import_trace(df1.results[scope.index][1], scope, frontier=[2])
+            other = Collection.from_epochs(scope, [[], [], [((1, "x"), 1), ((2, "y"), 1)]])
+            return [c.changes() for c in (imported.as_collection(), imported.join(other))]
+
+        df2 = rt.dataflow(second)
+        for s, handle, _ in df1.results:
+            s.close()
+            handle.close()
+        await df1.finished()
+        await df2.finished()
+        return [sorted((u for r in df2.results for u in r[i]), key=repr) for i in range(2)]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_an_arrangement_of_several_widths_imported_as_of_a_frontier(
+    layout: tuple[int, int],
+) -> None:
+    collection, joined = ref.watchdog(imported_as_of(*layout))
+    assert collection == [((1, "b", "c"), 2, 1), (2, 2, 1)]
+    assert joined == [((1, "b", "c", "x"), 2, 1), ((2, "y"), 2, 1)]
