@@ -38,6 +38,20 @@ async def idle_for_peers() -> None:
         await asyncio.sleep(0)
 
 
+async def feed_from_worker_zero(df: naiad.Dataflow) -> None:
+    """Worker 0 alone sends records ``(epoch, i)``, 5 an epoch for 3 epochs: the message its
+    inspect consumes is then the only thing that holds its time back. Waits for the end."""
+    (first, _), *others = df.results
+    for handle, _ in others:
+        handle.close()
+    await idle_for_peers()
+    for epoch in range(3):
+        first.send([(epoch, i) for i in range(5)])
+        first.advance_to(epoch + 1)
+    first.close()
+    await df.finished()
+
+
 @pytest.mark.parametrize("config", CONFIGS)
 @pytest.mark.parametrize("operation", ["send", "advance_to", "close"])
 async def test_an_input_used_inside_a_callback_keeps_the_frontiers_safe(
@@ -65,17 +79,7 @@ async def test_an_input_used_inside_a_callback_keeps_the_frontiers_safe(
             return handle, checked.collect()
 
         df = rt.dataflow(build, "feeding")
-        # worker 0 alone sends: the message its inspect consumes is then the only thing
-        # that holds its time back
-        (first, _), *others = df.results
-        for handle, _ in others:
-            handle.close()
-        await idle_for_peers()
-        for epoch in range(3):
-            first.send([(epoch, i) for i in range(5)])
-            first.advance_to(epoch + 1)
-        first.close()
-        await df.finished()
+        await feed_from_worker_zero(df)
         for handle in handles:
             handle.close()
     assert [t for t, allowed, _ in seen if not allowed] == []
@@ -105,15 +109,7 @@ async def test_a_dataflow_built_inside_a_callback_keeps_the_frontiers_safe(
             return handle, checked.collect()
 
         df = rt.dataflow(build, "building")
-        (first, _), *others = df.results
-        for handle, _ in others:
-            handle.close()
-        await idle_for_peers()
-        for epoch in range(3):
-            first.send([(epoch, i) for i in range(5)])
-            first.advance_to(epoch + 1)
-        first.close()
-        await df.finished()
+        await feed_from_worker_zero(df)
         for inner in built:
             await inner.finished()
     assert [t for t, allowed, _ in seen if not allowed] == []
