@@ -172,6 +172,9 @@ class SpineView(Spine):
     def idle_merge(self) -> None:
         self.outer.idle_merge()
 
+    def exert(self, effort: int | None = None) -> None:
+        self.outer.exert(effort)
+
 
 class ViewHandle(TraceHandle):
     """A reader's handle on a :class:`SpineView`: its frontiers are the view's; what it allows

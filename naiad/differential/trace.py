@@ -20,6 +20,16 @@ and updates that become equal cancel. A handle also states how far it has read (
 *physical* compaction point, a sequence number): batches on either side of a reader's point
 are never merged, so a join can read exactly the batches it has acknowledged. When input
 stops, :meth:`Spine.idle_merge` finishes the merging, so memory does not stay high.
+
+Merging driven only by inserted rows leaves memory high while a long-lived arrangement goes
+on with few or no changes: the history a reader held back stays in big batches that no
+geometric merge reaches, after the reader let go. So every batch a spine receives (a
+frontier step seals one, empty when nothing completed) credits it a fixed merge effort
+(``IDLE_MERGE_ROWS``), banked as *fuel*; :meth:`Spine.exert` spends it on merging the
+settled batches (the waiting tail apart) into one, compacted to the current ``since``,
+once the fuel covers that merge's rows plus its fixed cost (``MERGE_OVERHEAD_ROWS``) and
+the merge may reduce the spine. The work is amortized: at most ``IDLE_MERGE_ROWS`` rows of
+merging per batch received, never a pass over the state per step.
 """
 
 from __future__ import annotations
@@ -50,6 +60,13 @@ Columns = tuple[np.ndarray, ...]
 SMALL_KEYS = 16
 INDEXED_ROWS = 4096  # batches from this size on look keys up among their distinct keys
 TAIL_ROWS, TAIL_BATCHES = 64, 4  # small batches a spine lets wait before merging them
+# Idle merge effort (see Spine.exert), in rows of merging. Measured here, a merge costs about
+# 0.1 us per row plus about 50 us per call (sorting, consolidating: a few dozen numpy calls),
+# that is the cost of MERGE_OVERHEAD_ROWS rows, and the smallest dataflow's frontier step
+# (input, arrange, probe) about 40 us. IDLE_MERGE_ROWS rows (~13 us) per batch received adds
+# at most about a third to an idle step, only while there is something to merge, and
+# compacts a spine of n rows within (n + MERGE_OVERHEAD_ROWS) / IDLE_MERGE_ROWS steps.
+IDLE_MERGE_ROWS, MERGE_OVERHEAD_ROWS = 128, 512
 # what a numeric key column can be searched for (complex numbers have no order)
 REAL_NUMBERS = (int, float, np.integer, np.floating, np.bool_)
 
@@ -75,6 +92,7 @@ class Batch:
         "_distinct",
         "_held",
         "_lookups",
+        "_spread",
         "diffs",
         "encoded",
         "keys",
@@ -112,6 +130,7 @@ class Batch:
         self._distinct: tuple[np.ndarray, np.ndarray] | None = None  # see key_ranges
         self._lookups = 0
         self._held: list[np.ndarray] | None = None  # see interned_columns
+        self._spread: tuple[bool, Any] | None = None  # see may_compact
         INTERNER.hold(self)
 
     def interned_columns(self) -> list[np.ndarray]:
@@ -187,6 +206,35 @@ class Batch:
 
     def __len__(self) -> int:
         return len(self.diffs)
+
+    def may_compact(self, since: np.ndarray) -> bool:
+        """Whether advancing this batch's times to ``since`` might bring rows of one record
+        together (so a merge of this batch alone might shrink it): never when ``since`` is
+        its own, when its rows are all at one time, or, for integer times, when its second
+        least time is after ``since`` (only times at or before ``since`` move, to it).
+        Looked at once per batch (an immutable one), in one pass over its times.
+
+        >>> b = Batch(np.array([1, 1, 2]), (), np.array([[3], [5], [5]]), np.ones(3, np.int64),
+        ...           np.array([[0]]), np.array([[9]]), np.array([[0]]))
+        >>> b.may_compact(np.array([[4]])), b.may_compact(np.array([[5]]))
+        (False, True)
+        """
+        if np.array_equal(self.since, since):
+            return False
+        if self._spread is None:
+            times = self.times
+            if times.shape[1] == 1 and len(times):
+                col = times[:, 0]
+                later = col[col > col.min()]
+                self._spread = (bool(len(later)), int(later.min()) if len(later) else None)
+            else:
+                self._spread = (bool(len(times)) and not (times == times[0]).all(), None)
+        several, second = self._spread
+        if not several:
+            return False
+        if second is not None and len(since) == 1 and since.shape[1] == 1:
+            return second <= int(since[0, 0])
+        return True
 
     def take(self, index: np.ndarray | slice) -> tuple[np.ndarray, Columns, np.ndarray, np.ndarray]:
         return (
@@ -431,6 +479,7 @@ class Spine:
         # update to (None: none advanced); an update later than this holds its own time
         self.advanced_to: int | None = None
         self.record_width: int | None = None  # of the records inserted unpacked so far
+        self.fuel = 0  # rows of merge effort banked (see exert)
 
     # --- encoding --------------------------------------------------------------------------
     def encode(self, columns: Sequence[np.ndarray], start: int = 0) -> Columns:
@@ -609,6 +658,7 @@ class Spine:
         if len(batch):
             self.batches.append(batch)
             self._maintain()
+        self.exert()
         for listener in list(self.listeners):
             listener(batch)
         return batch
@@ -679,6 +729,58 @@ class Spine:
             return
         while m >= 2 and len(bs[m - 2]) <= 2 * len(bs[m - 1]):
             m = self._merge_before(m, 2)
+
+    def _waiting(self, m: int) -> int:
+        """How many of the first ``m`` batches' last ones are small batches waiting to be
+        merged together (see :meth:`_maintain`), or 0 if there are too many to wait."""
+        bs, small = self.batches, 0
+        while small < m and len(bs[m - 1 - small]) <= TAIL_ROWS:
+            small += 1
+        return small if small <= TAIL_BATCHES else 0
+
+    def exert(self, effort: int | None = None) -> None:
+        """Banks ``effort`` rows of merge work (``IDLE_MERGE_ROWS`` by default: a spine
+        calls it for every batch it receives, empty ones too) and spends the fuel on merging
+        the settled batches (those every reader has acknowledged, but for the small ones
+        waiting at their end) into one compacted to ``since``, when it covers the merge's
+        rows and ``MERGE_OVERHEAD_ROWS`` and the merge may shrink the spine: several
+        batches, or one that :meth:`Batch.may_compact`. Fuel beyond the next merge's cost
+        is not kept, so the work stays amortized at ``effort`` rows per call.
+
+        >>> s = Spine(depth=0)
+        >>> h = s.reader()             # a reader holds the history from time 0
+        >>> keys = np.arange(20)
+        >>> for e in range(50):        # each epoch moves 20 keys' values on: (k, e - 1) -> (k, e)
+        ...     _ = s.insert_updates(np.r_[keys, keys], (np.repeat([e, e - 1], 20),),
+        ...                          np.full((40, 1), e), np.repeat([1, -1 if e else 0], 20),
+        ...                          upper=np.array([[e + 1]]))
+        >>> h.close()                  # and lets go: idle steps compact what it held
+        >>> held, batches = s.total(), len(s.batches)
+        >>> for e in range(50, 80):
+        ...     _ = s.advance_upper(np.array([[e + 1]]))
+        >>> held, batches, s.total(), len(s.batches)
+        (1980, 2, 20, 1)
+        """
+        bs = self.batches
+        if not bs:
+            self.fuel = 0
+            return
+        self.fuel += IDLE_MERGE_ROWS if effort is None else effort
+        if self.fuel < MERGE_OVERHEAD_ROWS + len(bs[0]):  # the eldest is in any merge here
+            return
+        m = self._settled()
+        m -= self._waiting(m)
+        if m == 0:
+            return
+        cost = MERGE_OVERHEAD_ROWS + sum(len(b) for b in bs[:m])
+        if self.fuel < cost:
+            return
+        since = self.since()
+        if not len(since) or (m == 1 and not bs[0].may_compact(since)):
+            self.fuel = cost  # nothing to do now (or all done, idle_merge's work)
+            return
+        self.fuel -= cost
+        self._merge_before(m, m)
 
     def _merge_before(self, m: int, count: int) -> int:
         """Merges the ``count`` batches before position ``m`` into one (none if everything
