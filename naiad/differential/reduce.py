@@ -59,6 +59,7 @@ from naiad.differential.updates import (
     _column,
     columns_of,
     consolidated,
+    field_tuples,
     group_starts,
     handed,
     object_column,
@@ -530,8 +531,7 @@ class ReduceVertex(Vertex):
                     (INTERNER.decode(c) if encoded[i] else c).tolist()
                     for i, c in enumerate(groups[1 : 1 + n], 1)
                 ]
-                values = list(zip(*fields, strict=True)) if fields else [()] * len(groups[0])
-                codes = INTERNER.encode(object_column(values))
+                codes = INTERNER.encode(object_column(field_tuples(fields, len(groups[0]))))
                 return (groups[0], codes, *groups[1 + n :])
 
             self.pending = {t: [packed(g) for g in gs] for t, gs in self.pending.items()}

@@ -47,6 +47,7 @@ from naiad.differential.updates import (
     INTERNER,
     Updates,
     consolidated,
+    field_tuples,
     group_starts,
     handed,
     keyed_columns,
@@ -173,7 +174,7 @@ class Batch:
         cols = [c.tolist() for c in self.decoded(index)[1:]]
         if self.packed:
             return [(*v, *rest) for v, *rest in zip(*cols, strict=True)]
-        return list(zip(*cols, strict=True)) if cols else [()] * len(self.keys[index])
+        return field_tuples(cols, len(self.keys[index]))
 
     @classmethod
     def sealed(
@@ -720,9 +721,7 @@ class Spine:
         # A few small batches may wait and then be merged in one go: merging each tiny batch
         # as it arrives costs a consolidation per insert, while a reader pays only a lookup
         # per waiting batch (an iterative round inserts a small batch into each spine).
-        small = 0
-        while small < m and len(bs[m - 1 - small]) <= TAIL_ROWS:
-            small += 1
+        small = self._small_tail(m)
         if small > TAIL_BATCHES:
             m = self._merge_before(m, small)
         elif small:
@@ -730,12 +729,17 @@ class Spine:
         while m >= 2 and len(bs[m - 2]) <= 2 * len(bs[m - 1]):
             m = self._merge_before(m, 2)
 
-    def _waiting(self, m: int) -> int:
-        """How many of the first ``m`` batches' last ones are small batches waiting to be
-        merged together (see :meth:`_maintain`), or 0 if there are too many to wait."""
+    def _small_tail(self, m: int) -> int:
+        """How many of the first ``m`` batches' last ones hold at most ``TAIL_ROWS`` rows."""
         bs, small = self.batches, 0
         while small < m and len(bs[m - 1 - small]) <= TAIL_ROWS:
             small += 1
+        return small
+
+    def _waiting(self, m: int) -> int:
+        """How many of the first ``m`` batches' last ones are small batches waiting to be
+        merged together (see :meth:`_maintain`), or 0 if there are too many to wait."""
+        small = self._small_tail(m)
         return small if small <= TAIL_BATCHES else 0
 
     def exert(self, effort: int | None = None) -> None:
@@ -863,8 +867,7 @@ def column_updates(
 def packed_copy(batch: Batch, n: int) -> Batch:
     """``batch`` with its first ``n`` value columns packed into one column of interned
     tuples (see :meth:`Spine.pack`), rows in the same order."""
-    cols = [c.tolist() for c in batch.decoded()[1 : 1 + n]]
-    values = list(zip(*cols, strict=True)) if cols else [()] * len(batch)
+    values = field_tuples([c.tolist() for c in batch.decoded()[1 : 1 + n]], len(batch))
     copy = Batch(
         batch.keys,
         (INTERNER.encode(object_column(values)), *batch.vals[n:]),

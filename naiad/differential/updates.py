@@ -245,6 +245,17 @@ def first_fields(records: Iterable[Any]) -> list[Any]:
     return [r[0] if isinstance(r, tuple) and len(r) > 1 else r for r in records]
 
 
+def field_tuples(fields: Sequence[list[Any]], rows: int) -> list[tuple[Any, ...]]:
+    """One tuple per row of the ``fields`` (lists of values, one per field), ``()`` for
+    each of ``rows`` rows when there are none: records' value fields as a packed column
+    holds them (:func:`keyed_columns`).
+
+    >>> field_tuples([[1, 2], ["a", "b"]], 2), field_tuples([], 2)
+    ([(1, 'a'), (2, 'b')], [(), ()])
+    """
+    return list(zip(*fields, strict=True)) if fields else [()] * rows
+
+
 def keyed_columns(u: Updates) -> tuple[np.ndarray, np.ndarray]:
     """The records of ``u`` (of any shapes, ``mixed`` or not) as a key column and a *packed*
     value column: an ``object`` column holding each record's fields after its key as one
@@ -260,8 +271,7 @@ def keyed_columns(u: Updates) -> tuple[np.ndarray, np.ndarray]:
         records = u.data[0].tolist()
         values = [r[1:] if isinstance(r, tuple) and len(r) > 1 else () for r in records]
         return _column(first_fields(records)), object_column(values)
-    fields = [c.tolist() for c in u.data[1:]]
-    return u.data[0], object_column(list(zip(*fields, strict=True)) if fields else [()] * len(u))
+    return u.data[0], object_column(field_tuples([c.tolist() for c in u.data[1:]], len(u)))
 
 
 def unpacked_records(columns: Sequence[np.ndarray]) -> list[Any]:
