@@ -215,9 +215,10 @@ class Arranged:
     """A collection arranged by key on every worker: a stream of sealed batches plus the
     spine they accumulate in. Join, reduce, count and distinct read it without copying."""
 
-    def __init__(self, stream: Any, spine: Spine) -> None:
+    def __init__(self, stream: Any, spine: Spine, reduced: bool = False) -> None:
         self.stream = stream
         self.spine = spine
+        self.reduced = reduced  # a reduction's output: read as a consolidated collection
         self._trace: TraceHandle | None = None
 
     @property
@@ -303,7 +304,9 @@ class Arranged:
         return enter_arranged(self, loop, name, counters)
 
     def as_collection(self, name: str = "as_collection") -> Collection:
-        return self._read(batch_updates, name)
+        collection = self._read(batch_updates, name)
+        collection.consolidated = self.reduced
+        return collection
 
     def _read(self, read: Callable[[Batch], Updates], name: str) -> Collection:
         """The collection of ``read(batch)`` for every batch of this arrangement."""

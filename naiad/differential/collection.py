@@ -152,8 +152,11 @@ class Collection:
     [[('A', 0, 1), ('B', 0, 1), ('A', 1, -1)]]
     """
 
-    def __init__(self, stream: Stream) -> None:
+    def __init__(self, stream: Stream, consolidated: bool = False) -> None:
         self.stream = stream
+        # every (record, time) in at most one update of the stream, never zero: a reduction's
+        # output (one batch per time evaluated, the new output minus the old)
+        self.consolidated = consolidated
 
     @property
     def scope(self) -> Any:

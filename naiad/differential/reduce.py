@@ -819,7 +819,7 @@ def reduce_arranged(arranged: Arranged, logic: Logic | Callable[..., Any], name:
         check_keyed(arranged.spine, name, "a reduce per key")
     vertex = reduce_vertex(arranged.spine, arranged.handle(), logic, name)
     node = arranged.scope.add_operator(name, vertex, [(arranged.stream, Pipeline())])
-    return Arranged(arranged.stream.derive(node), vertex.output)
+    return Arranged(arranged.stream.derive(node), vertex.output, reduced=True)
 
 
 def reduce_vertex(source: Spine, handle: TraceHandle, logic: Logic, name: str) -> ReduceVertex:
