@@ -1,6 +1,9 @@
 """A dataflow whose build raises never runs, and leaves nothing behind in what outlives it: a
 ``ProbeHandle`` shared with other dataflows keeps probing only theirs, and an imported trace
-is not held back by the readers the failed build made on it."""
+is not held back by the readers the failed build made on it, nor by a ``.trace`` handle
+taken in it. A dataflow refused after its build (an ``on_start`` that raises, a peer that
+left without building it) stops the runtime, as a callback's error does, rather than stay
+half started."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import pytest
 import naiad
 from naiad import BuildError
 from naiad.differential import Collection, import_trace
+from naiad.runtime.process import ClusterError
 
 
 def failing(build: Any, failure: str) -> Any:
@@ -61,6 +65,18 @@ def test_a_shared_probe_handle_keeps_only_the_dataflows_that_run(
     assert asyncio.run(main()) == [[0], [3]]
 
 
+async def replace_one_record(sessions: list[Any], probe: naiad.ProbeHandle, epochs: int) -> None:
+    """Feeds ``epochs`` epochs of one record alive, replaced at every epoch: a spine that
+    compacts holds a few rows, one held back the whole history (2 rows per epoch)."""
+    for epoch in range(epochs):
+        sessions[0].insert(epoch)
+        if epoch:
+            sessions[0].remove(epoch - 1)
+        for session in sessions:
+            session.advance_to(epoch + 1)
+        await asyncio.wait_for(probe.wait(epoch), 30)
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_failed_import_does_not_hold_the_source_trace(workers: int) -> None:
     async def main() -> tuple[int, int, int]:
@@ -85,15 +101,8 @@ def test_a_failed_import_does_not_hold_the_source_trace(workers: int) -> None:
                 t.close()
             readers = sum(len(s.handles) for s in spines)
             sessions = [session for session, _, _ in src.results]
-            probe = src.results[0][2]
             epochs = 100
-            for epoch in range(epochs):  # one record alive, replaced at every epoch
-                sessions[0].insert(epoch)
-                if epoch:
-                    sessions[0].remove(epoch - 1)
-                for session in sessions:
-                    session.advance_to(epoch + 1)
-                await asyncio.wait_for(probe.wait(epoch), 30)
+            await replace_one_record(sessions, src.results[0][2], epochs)
             rows = sum(len(b) for s in spines for b in s.batches)
             for session in sessions:
                 session.close()
@@ -103,3 +112,161 @@ def test_a_failed_import_does_not_hold_the_source_trace(workers: int) -> None:
     # before the fix: 3 readers per worker stayed, and the spines kept the whole history
     assert readers == 0
     assert rows < history // 4
+
+
+@pytest.mark.parametrize("frontier", [None, [0]])
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_trace_taken_in_a_failed_build_does_not_hold_the_source(
+    workers: int, frontier: Any
+) -> None:
+    """``import_trace(...).trace`` is a handle on the source's spine: taken in a build that
+    then raised, it stayed open for as long as anything referred to it (here the user's
+    list; the exception's traceback does too), and held the source's history."""
+
+    taken: list[Any] = []
+
+    async def main() -> tuple[int, int, int]:
+        async with naiad.Runtime(workers=workers) as rt:
+
+            def source(s: naiad.Scope) -> Any:
+                session, c = Collection.new_input(s)
+                return session, c.arrange_by_self(), c.probe()
+
+            src = rt.dataflow(source)
+            for _, arranged, _ in src.results:
+                arranged.trace.close()
+            spines = [arranged.spine for _, arranged, _ in src.results]
+
+            def importer(s: naiad.Scope) -> None:
+                reader = src.result(s.index)[1].spine.reader()
+                taken.append(import_trace(reader, s, frontier=frontier).trace)
+                reader.close()
+
+            with pytest.raises(RuntimeError, match="the user's build failed") as raised:
+                rt.dataflow(failing(importer, "raise"))
+            readers = sum(len(s.handles) for s in spines)
+            sessions = [session for session, _, _ in src.results]
+            await replace_one_record(sessions, src.results[0][2], 100)
+            rows = sum(len(b) for s in spines for b in s.batches)
+            for session in sessions:
+                session.close()
+            assert raised.value is not None  # kept to the end, as a user logging it may
+            return readers, rows, 200
+
+    readers, rows, history = asyncio.run(main())
+    # before the fix: 1 reader stayed open (on the worker whose build raised, or on each,
+    # as the user kept them), and the spines kept all but one of the 200 rows per worker
+    assert readers == 0
+    assert rows < history // 4
+    assert len(taken) == workers
+    for handle in taken:  # closed, so refused by name rather than read as a stale history
+        with pytest.raises(ValueError, match=r"cursor: the trace handle .* is closed"):
+            handle.cursor()
+
+
+def test_an_import_refused_by_a_running_dataflow_does_not_hold_the_source() -> None:
+    """``import_trace`` into the scope of a dataflow already running is refused; the reader
+    it had made on the source stayed open while the exception was kept."""
+
+    async def main() -> int:
+        async with naiad.Runtime() as rt:
+
+            def source(s: naiad.Scope) -> Any:
+                session, c = Collection.new_input(s)
+                return session, c.arrange_by_self()
+
+            session, arranged = rt.dataflow(source).results[0]
+            arranged.trace.close()
+            running = rt.dataflow(lambda s: s).results[0]
+            reader = arranged.spine.reader()
+            with pytest.raises(BuildError, match="already built and running") as raised:
+                import_trace(reader, running)
+            reader.close()
+            session.close()
+            assert raised.value is not None
+            return len(arranged.spine.handles)
+
+    assert asyncio.run(main()) == 0  # before the fix: 1
+
+
+@pytest.mark.parametrize(("workers", "processes"), [(1, 1), (2, 1), (1, 2), (2, 2)])
+def test_an_on_start_that_raises_stops_the_runtime(workers: int, processes: int) -> None:
+    """An operator's ``on_start`` raising (here on the last worker) made ``rt.dataflow``
+    raise, but left the dataflow half started and running: the shards started before it
+    ran, the failed operator received messages, and the runtime went on as if nothing had
+    happened. It is a callback's error: it now stops the runtime, as any other does."""
+    received: list[Any] = []
+
+    class FailsToStart(naiad.Vertex):
+        def __init__(self, fails: bool) -> None:
+            self.fails = fails
+
+        def on_start(self, cap: naiad.Capability) -> None:
+            if self.fails:
+                raise ValueError("cannot open the sink")
+
+        def on_recv(self, port: int, cap: naiad.Capability, batch: Any) -> None:
+            received.append(batch)
+
+    inputs: list[Any] = []
+    outcome: list[str] = []
+
+    def build(s: naiad.Scope) -> None:
+        handle, stream = s.new_input()
+        inputs.append(handle)
+        stream.unary(FailsToStart(s.index == s.peers - 1), name="sink")
+
+    async def main() -> None:
+        async with naiad.Runtime(workers, processes=processes, transport="inproc") as rt:
+            with pytest.raises(ValueError, match="cannot open the sink") as raised:
+                rt.dataflow(build)
+            assert "naiad: raised in operator 'sink'" in raised.value.__notes__[0]
+            for handle in inputs:
+                try:
+                    handle.send([1])
+                    handle.advance_to(1)
+                except naiad.DataflowStopped as exc:
+                    outcome.append(str(exc))
+            await asyncio.sleep(0.05)
+            with pytest.raises(naiad.DataflowStopped, match="cannot build dataflow 'later'"):
+                rt.dataflow(lambda s: None, "later")
+
+    with pytest.raises(ValueError, match="cannot open the sink"):
+        asyncio.run(main())
+    # before the fix: every send accepted, each delivered (also to the failed operator),
+    # and the block ended without an error
+    assert received == []
+    assert len(outcome) == workers * processes
+    assert all("cannot open the sink" in o for o in outcome)
+
+
+def test_a_peer_gone_before_the_announcement_stops_the_runtime_and_undoes_the_build() -> None:
+    """A build that every local worker completed, refused when announced (a peer left the
+    cluster without building it: simulated here by the goodbye it would have sent): the
+    runtime went on, and the build was not undone, so a probe handle shared with a running
+    dataflow kept a stream that never ran, and its next read raised AttributeError (which
+    then stopped the runtime in place of the cause)."""
+
+    seen: list[Any] = []
+
+    async def main() -> None:
+        async with naiad.Runtime(workers=1, processes=2, transport="inproc") as rt:
+            shared = naiad.ProbeHandle()
+
+            def build(s: naiad.Scope) -> Any:
+                handle, stream = s.new_input()
+                stream.probe_with(shared)
+                return handle
+
+            rt.dataflow(build)
+            rt.processes[0].goodbyes.add(1)  # as process 1's goodbye frame does
+            with pytest.raises(ClusterError, match="left the cluster without building"):
+                rt.dataflow(build)
+            seen.append(list(shared.frontier))  # the running dataflow's only
+            with pytest.raises(naiad.DataflowStopped, match="left the cluster"):
+                rt.dataflow(build)
+
+    with pytest.raises(ClusterError, match="left the cluster without building") as raised:
+        asyncio.run(main())
+    assert "'ProbeVertex' object has no attribute" not in str(raised.value)
+    assert seen == [[0]]

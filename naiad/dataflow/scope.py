@@ -17,7 +17,7 @@ operators would make without it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +64,10 @@ class DataflowBuild:
     edges: list[EdgeSpec] = field(default_factory=list)
     open_loops: dict[int, str] = field(default_factory=dict)  # feedback node -> its name
     built: bool = False  # the build function returned: the graph is fixed
+    undo: list[Callable[[], None]] = field(default_factory=list)
+    """What :meth:`build_failed` releases besides the operators' own holds: holds taken on
+    things outside the dataflow while it was built (a trace handle on an imported
+    arrangement). Emptied once the dataflow runs: it must not keep them alive."""
 
     def check_open(self, what: str) -> None:
         if self.built:
@@ -71,6 +75,17 @@ class DataflowBuild:
                 f"dataflow {self.name!r} is already built and running: {what} must be "
                 f"declared inside its build function"
             )
+
+    def build_failed(self) -> None:
+        """The dataflow will never run (its build raised, here or on another worker or
+        process): every operator undoes what it registered outside it, and so does
+        :attr:`undo`. Not left to garbage collection: a traceback the user keeps holds the
+        build's objects, and with them whatever they hold."""
+        for op in self.operators:
+            op.logic.build_failed()
+        undo, self.undo = self.undo, []
+        for release in undo:
+            release()
 
     def graph(self) -> GraphBuilder:
         """The logical graph for the progress tracker."""

@@ -231,9 +231,15 @@ class Arranged:
         Holding it keeps history uncompacted: advance it or ``close()`` it when done. Taken
         while the dataflow runs, it holds only what is left: its ``logical`` frontier starts
         where the trace was compacted to then (take it when building to keep every time).
-        Once it is closed, the next ``trace`` is a new handle, holding what is left then."""
+        Once it is closed, the next ``trace`` is a new handle, holding what is left then.
+        Taken while building a dataflow whose build then fails, it is closed: that
+        arrangement never runs (and an imported one's handle would hold its source's history
+        for as long as the exception, whose traceback refers to it, is kept)."""
         if self._trace is None or self._trace.closed:
             self._trace = self.spine.reader()
+            build = self.scope.build
+            if not build.built:
+                build.undo.append(self._trace.close)
         return self._trace
 
     def handle(self) -> TraceHandle:
@@ -769,7 +775,11 @@ def import_trace(
     view = None if rows is None else AdvancedSpine(spine, rows, f"{spine.name}@{name}")
     logical = handle.logical if view is None else view.outer_rows(handle.logical)
     reader = TraceHandle(spine, logical=logical)
-    node = scope.add_operator(name, _ImportVertex(spine, reader, view), [])
+    try:
+        node = scope.add_operator(name, _ImportVertex(spine, reader, view), [])
+    except BaseException:  # refused (a dataflow already running): the reader is no one's
+        reader.close()
+        raise
     return Arranged(scope.stream(node), spine if view is None else view)
 
 

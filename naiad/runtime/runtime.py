@@ -598,14 +598,28 @@ class Runtime:
             # no vertex of this dataflow will run: what they registered outside it (a shared
             # probe handle's stream, readers of an imported trace) must not stay behind
             for spec in made:
-                for op in spec.operators:
-                    op.logic.build_failed()
+                spec.build_failed()
             raise
         self._next_id += 1
-        instances = []
-        for process, builds in zip(self.processes, per_process, strict=True):
-            process.announce(ident, name, builds[0])
-            instances.append(process.instantiate(ident, name, builds, reachability))
+        instances: list[Instance] = []
+        try:
+            for process, builds in zip(self.processes, per_process, strict=True):
+                process.announce(ident, name, builds[0])
+                instances.append(process.instantiate(ident, name, builds, reachability))
+        except BaseException as exc:
+            # (a peer left without building it, built another dataflow, or an on_start
+            # raised) other processes, and this one's shards started before the error, may
+            # run the dataflow already, and the rest of it never will: nothing could complete
+            # it, so the runtime stops, as for any callback's error; the builds that never
+            # ran undo their holds, as a build that raises does
+            for builds in per_process[len(instances) :]:
+                for spec in builds:
+                    spec.build_failed()
+            if self._failure is None:
+                self._fail(interrupted(exc))
+            raise
+        for spec in made:
+            spec.undo.clear()  # running: the handles taken in the build are the user's
         dataflow = Dataflow(ident, name, results, instances, indices)
         if not dataflow.done:
             self.dataflows[ident] = dataflow
