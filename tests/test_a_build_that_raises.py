@@ -8,6 +8,7 @@ half started."""
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import Any
 
 import pytest
@@ -270,3 +271,57 @@ def test_a_peer_gone_before_the_announcement_stops_the_runtime_and_undoes_the_bu
         asyncio.run(main())
     assert "'ProbeVertex' object has no attribute" not in str(raised.value)
     assert seen == [[0]]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_handles_of_a_failed_build_refuse_naming_why(workers: int) -> None:
+    """Handles the build function made, kept by the user (here in a dict; on the workers
+    whose build completed, too), of a dataflow that never runs. Before: an input said "the
+    dataflow is still being built; send once rt.dataflow(...) has returned" (it had
+    returned, raising), a probe reported every time complete (``done()`` True, ``wait``
+    returned at once), a subscription's ``wait`` never returned, and a view raised
+    AttributeError ('ViewVertex' object has no attribute 'shard')."""
+    kept: list[dict[str, Any]] = []
+
+    def build(s: naiad.Scope) -> None:
+        handle, stream = s.new_input()
+        unordered, _ = s.new_unordered_input()
+        _, collection = Collection.new_input(s)
+        subscription = stream.subscribe(lambda time, records: None)
+        kept.append(
+            {
+                "input": handle,
+                "unordered": unordered,
+                "probe": stream.probe(),
+                "subscription": subscription,
+                "view": collection.view(gather=False),
+            }
+        )
+
+    async def main() -> None:
+        async with naiad.Runtime(workers=workers) as rt:
+            with pytest.raises(RuntimeError, match="the user's build failed"):
+                rt.dataflow(failing(build, "raise"))
+            assert len(kept) == workers
+            for handles in kept:
+                reads = {
+                    "input 'input'": partial(handles["input"].send, [1]),
+                    "unordered input 'unordered_input'": partial(
+                        getattr, handles["unordered"], "capability"
+                    ),
+                    "probe 'probe'": handles["probe"].done,
+                    "view 'view'": partial(handles["view"].at, 0),
+                }
+                for what, read in reads.items():
+                    with pytest.raises(ValueError, match=f"{what}: the build of its dataflow"):
+                        read()
+                waits = {
+                    "probe 'probe'": handles["probe"].wait(5),
+                    "subscribe": handles["subscription"].wait(0),
+                    "view 'view'": handles["view"].wait(0),
+                }
+                for what, waiting in waits.items():
+                    with pytest.raises(BuildError, match=f"{what}: .* never runs"):
+                        await asyncio.wait_for(waiting, 5)
+
+    asyncio.run(main())

@@ -31,6 +31,10 @@ class BuildError(ValueError):
     """The dataflow is malformed: streams from the wrong scope, loops left open, ..."""
 
 
+NEVER_RUNS = "the build of its dataflow raised, so it never runs: build the dataflow again"
+"""Why a handle made by a build that failed (an input's, a probe's) refuses to be used."""
+
+
 @dataclass
 class OperatorSpec:
     """One operator as declared by one worker."""

@@ -95,7 +95,7 @@ class View:
     def complete(self, time: Any) -> bool:
         """Whether no more changes at or before ``time`` can arrive."""
         assert self.vertex is not None
-        return not self.vertex.frontier(0).less_equal(self._time(time))
+        return not self.vertex.handle.frontier.less_equal(self._time(time))
 
     async def wait(self, time: Any = None) -> None:
         """Returns once ``time`` is complete here (every time, if ``time`` is None), so that
@@ -141,6 +141,8 @@ class View:
     def _check_gathered(self) -> None:
         # without this, a script reading df.results[0]'s view answers correctly on one
         # process and reads {} in process 1 of a cluster, whose results[0] is worker W's
+        if self.vertex is not None:
+            self.vertex.handle._check_runs()  # (a vertex whose build raised has no worker)
         if self.gathered and self.vertex is not None and self.vertex.index != 0:
             raise ValueError(refusal(f"view {self.name!r}", self.vertex.index, "Collection.view()"))
 
@@ -280,6 +282,9 @@ class ViewVertex(Vertex):
 
     def on_recv(self, port: int, cap: Capability, batch: Updates) -> None:
         self.view._insert(batch)
+
+    def build_failed(self) -> None:
+        self.handle._never_runs(f"view {self.view.name!r}")
 
     def on_frontier(self) -> None:
         if not self.view.history:

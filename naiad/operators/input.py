@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from naiad.actors.supervision import stopped
 from naiad.actors.vertex import Vertex
-from naiad.dataflow.scope import BuildError
+from naiad.dataflow.scope import NEVER_RUNS, BuildError
 from naiad.progress.capability import Capability
 from naiad.progress.timestamp import as_time, depth
 
@@ -33,12 +33,16 @@ class InputVertex(Vertex):
         self.cap: Capability | None = None
         self.started = False
         self.close_on_start = False  # closed while the dataflow was being built
+        self.build_raised = False  # it never starts: its handle says so
         self.handle = InputHandle(self, name)
 
     def on_start(self, cap: Capability) -> None:
         self.started = True
         if not self.close_on_start:
             self.cap = cap.retain()
+
+    def build_failed(self) -> None:
+        self.build_raised = True
 
 
 class ImportVertex(Vertex):
@@ -89,6 +93,8 @@ class InputHandle:
             raise stopped(f"input {self.name!r}", self._failure)
         cap = self._vertex.cap
         if cap is None or not cap.valid:
+            if self._vertex.build_raised:
+                raise InputError(f"input {self.name!r}: {NEVER_RUNS}")
             if not self._vertex.started:
                 raise InputError(
                     f"input {self.name!r}: the dataflow is still being built; send once "

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from naiad.actors.vertex import Vertex
 from naiad.dataflow.channels import Pipeline
-from naiad.dataflow.scope import BuildError
+from naiad.dataflow.scope import NEVER_RUNS, BuildError
 from naiad.progress.antichain import Antichain, MutableAntichain
 from naiad.progress.capability import Capability
 from naiad.progress.timestamp import as_time, as_time_like, same_shape
@@ -25,11 +25,15 @@ class ProbeVertex(Vertex):
     frontier adds nothing to a meet: the vertex then withdraws its source from the handle, so
     a handle shared by dataflows that come and go holds (and meets) only the live ones. A
     build that fails withdraws it too, and gives back the time shape the vertex gave the
-    handle, so that a later build may probe streams of another shape with it.
+    handle, so that a later build may probe streams of another shape with it; a handle of
+    its own (``stream.probe()``'s) refuses to be read from then on: with no stream left, its
+    frontier would be empty, every time complete, in a dataflow that never ran.
     """
 
-    def __init__(self, handle: ProbeHandle) -> None:
+    def __init__(self, handle: ProbeHandle, name: str = "probe", owns: bool = False) -> None:
         self.handle = handle
+        self.label = name  # (its shard's name: unknown if the build fails first)
+        self.owns = owns  # the handle is this vertex's alone (made by probe())
         self._source: Callable[[], MutableAntichain] | None = None
         self._shaped = (False, False)  # whether attach set the handle's levels, its shape
 
@@ -66,6 +70,8 @@ class ProbeVertex(Vertex):
         if shape:
             self.handle._shape = None
         self._shaped = (False, False)
+        if self.owns:
+            self.handle._never_runs(f"probe {self.label!r}")
 
     def _withdraw(self) -> None:
         """Removes this vertex's source from the handle: nothing of this dataflow stays
@@ -111,12 +117,14 @@ class ProbeHandle:
         # once, in O(1), not at the next frontier move, which an idle input may put off)
         self._waiters: dict[asyncio.Future[None], Any] = {}
         self._failure: BaseException | None = None
+        self._refusal: str | None = None  # why it has no frontier (its build raised)
 
     @property
     def frontier(self) -> MutableAntichain | Antichain:
         """The frontier of the stream probed; of several, their meet (the least elements of
         all of their frontiers). Either way it iterates over its elements, lists them as
         ``elements``, and answers ``less_equal``, ``less_than`` and ``is_empty``."""
+        self._check_runs()
         sources = self._sources
         if len(sources) == 1:
             return sources[0]()
@@ -172,6 +180,18 @@ class ProbeHandle:
                 keep[future] = time
         self._waiters = keep
 
+    def _check_runs(self) -> None:
+        """Raises ``BuildError`` if the build that made this handle raised (see
+        :meth:`_never_runs`)."""
+        if self._refusal is not None:
+            raise BuildError(self._refusal)
+
+    def _never_runs(self, what: str) -> None:
+        """The build that made this handle (for its own stream: ``what``, a probe, a
+        subscription, a view) raised: every read refuses, naming ``what``, rather than report
+        a frontier of a dataflow that never runs (empty: all complete; or never moving)."""
+        self._refusal = f"{what}: {NEVER_RUNS}"
+
     def _fail(self, exc: BaseException) -> None:
         if self._failure is None:  # the first failure, not a peer's echo of it
             self._failure = exc
@@ -196,7 +216,7 @@ def probe(stream: Stream, name: str = "probe") -> ProbeHandle:
     (False, True)
     """
     handle = ProbeHandle(levels=stream.scope.depth)
-    probe_with(stream, handle, name)
+    _probe_with(stream, handle, name, owns=True)
     return handle
 
 
@@ -220,6 +240,11 @@ def probe_with(stream: Stream, handle: ProbeHandle, name: str = "probe") -> Stre
     >>> asyncio.run(main())
     ([2], True)
     """
+    return _probe_with(stream, handle, name, owns=False)
+
+
+def _probe_with(stream: Stream, handle: ProbeHandle, name: str, owns: bool) -> Stream:
+    """:func:`probe_with`; ``owns``: ``handle`` is the new probe's alone (see ProbeVertex)."""
     if not isinstance(handle, ProbeHandle):
         raise TypeError(
             f"probe_with {name!r}: the handle must be a naiad.ProbeHandle, not "
@@ -241,7 +266,7 @@ def probe_with(stream: Stream, handle: ProbeHandle, name: str = "probe") -> Stre
             f"handle's frontier is a meet of times of one order (Product and Lex loops "
             f"need a handle each)"
         )
-    vertex = ProbeVertex(handle)
+    vertex = ProbeVertex(handle, name, owns)
     stream.scope.add_operator(name, vertex, [(stream, Pipeline())], outputs=0)
     vertex.attach(depth, least)  # only once it is part of the build: add_operator may refuse
     return stream

@@ -73,6 +73,9 @@ class SubscribeVertex(Vertex):
         self.reported = Antichain(lows)
         self.handle._check_waiters()
 
+    def build_failed(self) -> None:
+        self.handle._never_runs("subscribe")  # it would wait for ever
+
     def checkpoint(self) -> Any:
         return {"buffered": self.buffered, "next_epoch": self.next_epoch}
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from naiad.actors.supervision import stopped
 from naiad.actors.vertex import Vertex
+from naiad.dataflow.scope import NEVER_RUNS
 from naiad.operators.input import InputError, prepared_batch
 from naiad.progress.antichain import Antichain, le
 from naiad.progress.capability import Capability
@@ -38,12 +39,16 @@ class UnorderedInputVertex(Vertex):
     def __init__(self, name: str) -> None:
         self.started = False
         self.close_on_start = False  # closed while the dataflow was being built
+        self.build_raised = False  # it never starts: its handle says so
         self.handle = UnorderedInputHandle(self, name)
 
     def on_start(self, cap: Capability) -> None:
         self.started = True
         if not self.close_on_start:
             self.handle._hold(cap.retain())
+
+    def build_failed(self) -> None:
+        self.build_raised = True
 
 
 class InputCapability:
@@ -169,7 +174,9 @@ class UnorderedInputHandle:
             raise InputError(
                 f"unordered input {self.name!r}: "
                 + (
-                    "it was closed while the dataflow was being built"
+                    NEVER_RUNS
+                    if self._vertex.build_raised
+                    else "it was closed while the dataflow was being built"
                     if self._vertex.close_on_start
                     else "the dataflow is still being built; take the capability once "
                     "rt.dataflow(...) has returned"
