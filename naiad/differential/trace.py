@@ -990,7 +990,11 @@ class TraceHandle:
             )
 
     def cursor(self, seq: int | None = None) -> Cursor:
-        """A cursor over the updates of the batches numbered up to ``seq`` (all by default)."""
+        """A cursor over the updates of the batches numbered up to ``seq`` (all by default):
+        what the spine holds now. A time's updates are all there once a probe of this
+        arrangement's own stream (``arranged.stream.probe()``, or one downstream of it) has
+        passed it, as the arrangement holds that time until it has sealed it; a probe of the
+        collection it arranges may pass the time first, and the cursor then lacks updates."""
         self.check_open("cursor")
         return Cursor(self.spine, self.spine.batches_through(seq))
 
