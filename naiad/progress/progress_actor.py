@@ -231,8 +231,8 @@ class ProgressActor:
                     local[loc][time] = local[loc].get(time, 0) + count
             registered.local = local
         self._dataflows[dataflow] = registered
-        for sender, changes in early:
-            self._apply_remote(sender, dataflow, changes)
+        for _, changes in early:  # (counted as received when they arrived)
+            self._apply_received(dataflow, registered, changes)
 
     def unregister(self, dataflow: int) -> None:
         """Stops tracking a completed dataflow; late batches for it are ignored."""
@@ -463,12 +463,19 @@ class ProgressActor:
         self._next_in[sender] = expected
 
     def _apply_remote(self, sender: int, dataflow: int, changes: Changes) -> None:
+        """Takes the next batch from ``sender``, in sequence order: applies it, or keeps it
+        until its dataflow is built."""
         self.stats.batches_received += 1
         registered = self._dataflows.get(dataflow)
         if registered is None:
             if not self.finished(dataflow):
                 self._unbuilt.setdefault(dataflow, []).append((sender, changes))
             return
+        self._apply_received(dataflow, registered, changes)
+
+    def _apply_received(self, dataflow: int, registered: _Registered, changes: Changes) -> None:
+        """Applies a received batch to a registered dataflow's view (at the hub: merges it
+        into what the hub broadcasts)."""
         if self.hub == self.process:
             # The hub merges a spoke's batch, whole, into what it broadcasts.
             self._hold(registered, changes)

@@ -76,3 +76,21 @@ def test_register_applies_none_of_the_early_batches_if_one_is_corrupt() -> None:
     assert raised.value.sender == 1
     with pytest.raises(KeyError):
         actor.tracker(0)  # nothing registered, nothing applied
+
+
+def test_an_early_batch_is_counted_once_as_received() -> None:
+    """Regression: a batch that arrived before its dataflow was built was counted in
+    ``stats.batches_received`` when it arrived and again when ``register`` applied it (two
+    early batches and one later counted 5)."""
+    r, src = graph()
+    actor = ProgressActor(0, 2, lambda *_: None)
+    actor.receive(1, 0, 0, [((src, 1), 1)])
+    actor.receive(1, 1, 0, [((src, 2), 1)])
+    actor.receive(1, 1, 0, [((src, 2), 1)])  # a duplicate: dropped, not counted
+    assert actor.stats.batches_received == 2
+    actor.register(0, r, [((src, 0), 2)], lambda _: None)
+    assert actor.stats.batches_received == 2
+    actor.receive(1, 2, 0, [((src, 3), 1)])
+    # every batch received was applied, and counted once
+    assert actor.stats.batches_received == actor.batches_applied == 3
+    assert [actor.tracker(0).count(src, t) for t in range(4)] == [2, 1, 1, 1]
