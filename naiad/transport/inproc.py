@@ -8,7 +8,8 @@ sockets. It is how the distributed protocol is tested on one machine without pro
 It keeps the transport contract as TCP does: an ``on_frame`` that raises is bad input from
 that peer, so the link between the two is cut (nothing more is delivered either way, as
 after TCP's abort) and each end is told soon after, through ``on_lost``, that it lost the
-other.
+other; and ``close()`` is a loss to every peer, reported after the frames sent before it have
+been delivered, as when a TCP connection closes.
 """
 
 from __future__ import annotations
@@ -115,4 +116,19 @@ class InProcTransport(Transport):
         self._leaving.add(peer)
 
     async def close(self) -> None:
+        if self._closed:
+            return
         self._closed = True
+        loop = asyncio.get_running_loop()
+        for peer, other in enumerate(self._network.endpoints):
+            if peer != self.process and peer not in self._cut:
+                self._cut.add(peer)
+                # queued behind the frames already on their way, which still arrive (the
+                # peer's end stays open until then)
+                loop.call_soon(other._peer_closed, self.process)
+
+    def _peer_closed(self, peer: int) -> None:
+        if peer in self._cut:  # (already cut, or this end closed too: nothing to report)
+            return
+        self._cut.add(peer)
+        self._report_lost(peer, ConnectionResetError(f"process {peer} closed the connection"))

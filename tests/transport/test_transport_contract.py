@@ -128,3 +128,29 @@ async def test_a_message_over_max_message_is_refused_and_nothing_is_sent(kind: s
         await eventually(lambda: one.seqs)
         await settle()
     assert one.seqs == [(0, 1)]
+
+
+@pytest.mark.parametrize("expected", [False, True])
+@pytest.mark.parametrize("kind", TRANSPORTS)
+async def test_a_close_is_a_loss_to_the_peer_after_what_was_sent(
+    kind: str, expected: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Regression (inproc): a peer that closed was never reported lost, where TCP's peers see
+    its connections close."""
+    caplog.set_level(logging.WARNING)
+    zero, one = Recorder(), Recorder()
+    async with pair(kind, [zero, one]) as (t0, t1):
+        if expected:
+            t1.expect_close(0)
+        for seq in range(3):
+            t0.send(1, *frame(seq, 0, 1))
+        await t0.close()
+        await eventually(lambda: one.lost)
+        # what was sent before the close arrived first; nothing flows after it, either way
+        assert one.seqs == [(0, s) for s in range(3)]
+        t1.send(0, *frame(0, 1, 0))
+        await settle()
+    assert [peer for peer, _ in one.lost] == [0]
+    assert zero.lost == [] and zero.seqs == []  # the end that closed hears of nothing
+    warned = [r for r in caplog.records if "lost its" in r.getMessage()]
+    assert len(warned) == (0 if expected else 1), caplog.text
