@@ -363,16 +363,25 @@ class TimeQueue:
             self._take_below(self._heap, min(elements) if elements else None, False, ready)
             return ready
         # Product(e, k) is held back exactly when k >= the least counter of the elements at
-        # epochs <= e: per epoch, a prefix of its heap
+        # epochs <= e: per epoch, a prefix of its heap. That bound is a running minimum over
+        # the elements sorted by epoch, so the epochs are walked in order beside them (testing
+        # every element at every epoch cost epochs x elements, and a loop with many epochs in
+        # flight has a staircase frontier of about one element per epoch).
+        steps = sorted((f.outer, f.inner) for f in elements)
         stairs = self._stairs
-        for outer in list(stairs):
-            counters = [f.inner for f in elements if f.outer <= outer]
+        bound = None
+        i, n = 0, len(steps)
+        for outer in sorted(stairs):
+            while i < n and steps[i][0] <= outer:
+                inner = steps[i][1]
+                if bound is None or inner < bound:
+                    bound = inner
+                i += 1
             heap = stairs[outer]
-            self._take_below(heap, min(counters) if counters else None, True, ready)
+            self._take_below(heap, bound, True, ready)
             if not heap:
                 del stairs[outer]
-        ready.sort()
-        return ready
+        return ready  # (least first: epochs in order, each heap's prefix in order)
 
     def _take_below(self, heap: list[Any], bound: Any, inner: bool, ready: list[Any]) -> None:
         """Moves the members at the top of ``heap`` that lie below ``bound`` (their counter,
