@@ -724,10 +724,22 @@ class Spine:
         small = self._small_tail(m)
         if small > TAIL_BATCHES:
             m = self._merge_before(m, small)
-        elif small:
-            return
-        while m >= 2 and len(bs[m - 2]) <= 2 * len(bs[m - 1]):
-            m = self._merge_before(m, 2)
+        else:
+            m -= small
+        # Geometric shape over the whole settled run, not only at its end: a reader that
+        # acknowledges many batches at once settles a run that was never merged, and an end
+        # that breaks the rule stopped the merging there, leaving hundreds of batches for
+        # every insert to walk and every reader to search (until exert merged them all). A
+        # run that has its shape costs one comparison per batch: O(log rows) of them.
+        i = 1
+        while i < m:
+            if len(bs[i - 1]) <= 2 * len(bs[i]):
+                n = len(bs)
+                self._merge_before(i + 1, 2)
+                m -= n - len(bs)
+                i = max(i - 1, 1)  # the merged batch against its elder, in turn
+            else:
+                i += 1
 
     def _small_tail(self, m: int) -> int:
         """How many of the first ``m`` batches' last ones hold at most ``TAIL_ROWS`` rows."""
