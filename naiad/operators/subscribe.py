@@ -1,8 +1,10 @@
 """``subscribe`` and ``collect``: a callback per completed time (Naiad §4.1's Subscribe).
 
 The vertex buffers what arrives per time and, whenever its input frontier moves, hands every
-time that can no longer receive records to the callback, in time order, once. For integer
-epochs, an epoch in which nothing arrived is reported too (with an empty list) once the
+time that can no longer receive records to the callback, in time order, once. The buffered
+times are indexed (a ``TimeQueue``): a frontier move costs the times it completes, not a test
+of every time still buffered (quadratic when one input runs far ahead of another). For
+integer epochs, an epoch in which nothing arrived is reported too (with an empty list) once the
 frontier is seen beyond it, unless the frontier was seen to jump over more than
 :data:`EMPTY_EPOCHS` at once (epochs that are timestamps): then only the epochs with records
 in that jump are; when the stream ends, the frontier empties at once and epochs
@@ -18,14 +20,14 @@ callbacks for the times before it have run on this worker, so a driver can
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from naiad.actors.vertex import Vertex
 from naiad.dataflow.channels import Pipeline
 from naiad.operators.gather import GatheredElsewhere, to_worker_zero
 from naiad.operators.probe import ProbeHandle
-from naiad.progress.antichain import Antichain
+from naiad.progress.antichain import Antichain, TimeQueue
 from naiad.progress.capability import Capability
 
 if TYPE_CHECKING:
@@ -43,6 +45,7 @@ class SubscribeVertex(Vertex):
     ) -> None:
         self.callback = callback
         self.buffered: dict[Any, list[Any]] = {}
+        self.waiting = TimeQueue()  # the keys of ``buffered``, indexed
         # the first integer epoch not yet reported; None inside a loop (only times seen)
         self.next_epoch: int | None = 0 if minimum.__class__ is int else None
         self.reported = Antichain([minimum])  # the frontier as of the last callbacks
@@ -52,21 +55,20 @@ class SubscribeVertex(Vertex):
         records = self.buffered.get(cap.time)
         if records is None:
             self.buffered[cap.time] = records = []
+            self.waiting.add(cap.time)
         records.extend(batch)
 
     def on_frontier(self) -> None:
         lows = self.frontier(0).frontier
-        if self.next_epoch is None:
-            complete = sorted(t for t in self.buffered if not self.frontier(0).less_equal(t))
-        else:
+        ready = self.waiting.pop_ready([lows])  # the buffered times complete now, in order
+        complete: Iterable[Any] = ready
+        if self.next_epoch is not None:
             # Integer epochs: every epoch before the frontier is complete, empty ones too,
             # unless the frontier jumped over more than EMPTY_EPOCHS of them (epochs that are
             # timestamps): then only those with records.
-            upto = lows[0] if lows else max(self.buffered, default=self.next_epoch - 1) + 1
-            seen = {t for t in self.buffered if t < upto}
+            upto = lows[0] if lows else max(self.next_epoch, ready[-1] + 1 if ready else 0)
             if upto - self.next_epoch <= EMPTY_EPOCHS:
-                seen.update(range(self.next_epoch, upto))
-            complete = sorted(seen)
+                complete = range(self.next_epoch, upto)
             self.next_epoch = max(upto, self.next_epoch)
         for t in complete:
             self.callback(t, self.buffered.pop(t, []))
@@ -81,6 +83,7 @@ class SubscribeVertex(Vertex):
 
     def restore(self, state: Any) -> None:
         self.buffered = state["buffered"]
+        self.waiting = TimeQueue(self.buffered)
         self.next_epoch = state["next_epoch"]
 
 
