@@ -138,6 +138,37 @@ def test_a_transition_that_returns_no_pair_is_refused() -> None:
         )
 
 
+def test_outputs_that_are_no_iterable_are_named() -> None:
+    """A transition returning ``(state, None)`` failed with a bare "'NoneType' object is not
+    iterable"; a TypeError raised while its outputs are iterated is still the user's own."""
+
+    def run(outputs: Any) -> Any:
+        return naiad.run(
+            lambda s: (
+                s.from_epochs([[("k", 1)]])
+                .state_machine(lambda k, v, st: (st, outputs()), key=crc, name="M")
+                .collect()
+            )
+        )
+
+    says = (
+        "state_machine 'M': f('k', value, state) (its outputs, second in the pair) must "
+        "return an iterable, not "
+    )
+    for outputs, shown in [(None, "None"), (5, "5")]:
+        with pytest.raises(TypeError) as info:
+            run(lambda outputs=outputs: outputs)
+        assert str(info.value) == says + shown
+
+    def failing() -> Any:
+        yield 1
+        raise TypeError("the user's own")
+
+    with pytest.raises(TypeError) as info:
+        run(failing)
+    assert str(info.value) == "the user's own"
+
+
 async def test_a_frontier_move_costs_the_times_it_releases_not_every_stashed_time(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -253,3 +253,19 @@ def test_a_consumer_that_modifies_its_batch_changes_nothing_else(config: dict[st
     for sink in range(4):
         assert gathered([r[sink] for r in results]) == want
     assert epochs == [[1, 2, 3], [4, 5]]
+
+
+def test_a_flat_map_result_that_is_no_iterable_is_named() -> None:
+    """``f`` returning a record instead of a list of them failed with a bare "'int' object is
+    not iterable"; a TypeError raised while its result is iterated is still the user's own."""
+    with pytest.raises(TypeError) as info:
+        naiad.run(lambda s: s.from_epochs([[3]]).flat_map(lambda x: x, name="F").collect())
+    assert str(info.value) == "flat_map 'F': f(3) must return an iterable, not 3"
+
+    def failing(x: int) -> Any:
+        yield x
+        raise TypeError("the user's own")
+
+    with pytest.raises(TypeError) as info:
+        naiad.run(lambda s: s.from_epochs([[3]]).flat_map(failing).collect())
+    assert str(info.value) == "the user's own"

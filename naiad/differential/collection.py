@@ -24,7 +24,7 @@ from __future__ import annotations
 import numbers
 from collections.abc import Callable, Iterable
 from inspect import signature as signature_of
-from typing import Any, Literal, cast, overload
+from typing import Any, Literal, overload
 
 import numpy as np
 
@@ -47,6 +47,7 @@ from naiad.differential.updates import (
     updates_from_rows,
 )
 from naiad.differential.view import View, ViewVertex
+from naiad.operators.aggregate import iterable_result
 from naiad.operators.filter import verdicts
 from naiad.operators.gather import GatheredElsewhere, to_worker_zero
 from naiad.operators.input import InputError, InputHandle, check_ordered, check_reiterable
@@ -846,15 +847,6 @@ def check_function(f: Any, arity: int, name: str, call: str) -> None:
             f"{name}: {call} is called with {arity} argument{'s' if arity > 1 else ''}, but "
             f"{label} takes {signature}"
         ) from None
-
-
-def iterable_result(result: Any, name: str, call: str) -> Iterable[Any]:
-    """``result`` if it can be iterated over; a ``TypeError`` naming the operator if not."""
-    try:
-        iter(result)
-    except TypeError:
-        raise TypeError(f"{name}: {call} must return an iterable, not {result!r}") from None
-    return cast(Iterable[Any], result)
 
 
 def exploded(pair: Any, record: Any, name: str) -> tuple[Any, int]:

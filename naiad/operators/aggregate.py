@@ -9,8 +9,8 @@ notification) it sends ``emit(k, aggregate)`` for each key seen at that time, an
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, cast
 
 from naiad.actors.vertex import Vertex
 from naiad.dataflow.channels import Exchange
@@ -66,6 +66,23 @@ def routed(key: Callable[[Any], int], what: str, name: str) -> Exchange:
                 pair(record, name)
 
     return Exchange(key=lambda record: key(record[0]), check=check)
+
+
+def iterable_result(result: Any, name: str, call: str) -> Iterable[Any]:
+    """``result`` if it can be iterated over; a ``TypeError`` naming the operator if not.
+
+    >>> iterable_result([1], "flat_map 'f'", "f(2)")
+    [1]
+    >>> iterable_result(None, "flat_map 'f'", "f(2)")
+    Traceback (most recent call last):
+    ...
+    TypeError: flat_map 'f': f(2) must return an iterable, not None
+    """
+    try:
+        iter(result)
+    except TypeError:
+        raise TypeError(f"{name}: {call} must return an iterable, not {result!r}") from None
+    return cast(Iterable[Any], result)
 
 
 def checked_functions(what: str, name: str, **functions: Any) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from naiad.operators.aggregate import iterable_result
 from naiad.operators.map import map_batch
 
 if TYPE_CHECKING:
@@ -23,7 +24,12 @@ def flat_map(stream: Stream, f: Callable[[Any], Iterable[Any]], name: str = "fla
         out: list[Any] = []
         extend = out.extend
         for x in batch:
-            extend(f(x))  # the outputs in C: a Python step per input record only
+            records = f(x)
+            try:
+                extend(records)  # the outputs in C: a Python step per input record only
+            except TypeError:  # a result that is no iterable (None) is named; else the user's
+                iterable_result(records, f"flat_map {name!r}", f"f({x!r:.80})")
+                raise
         return out
 
     return map_batch(stream, flattened, name)

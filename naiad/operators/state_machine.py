@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from naiad.actors.vertex import Vertex
-from naiad.operators.aggregate import checked_functions, routed
+from naiad.operators.aggregate import checked_functions, iterable_result, routed
 from naiad.progress.antichain import TimeQueue
 from naiad.progress.capability import Capability
 
@@ -86,7 +86,12 @@ class StateMachineVertex(Vertex):
                 states.pop(k, None)
             else:
                 states[k] = state
-            out.extend(outputs)
+            try:
+                out.extend(outputs)
+            except TypeError:  # outputs that are no iterable (None) are named; else the user's
+                call = f"f({k!r:.40}, value, state) (its outputs, second in the pair)"
+                iterable_result(outputs, f"state_machine {name!r}", call)
+                raise
         self.send(cap, out)
 
 
