@@ -576,6 +576,29 @@ def test_unusable_operator_arguments_are_refused_while_building(
     still_works()
 
 
+@pytest.mark.parametrize(
+    ("operator", "argument"),
+    [
+        ("map", "f"),
+        ("map_batch", "f"),
+        ("filter", "predicate"),
+        ("flat_map", "f"),
+        ("inspect", "f"),
+        ("inspect_batch", "f"),
+    ],
+)
+def test_a_record_function_that_is_not_a_function_is_refused_while_building(
+    operator: str, argument: str
+) -> None:
+    """These passed the build and failed, as "'int' object is not callable", only once a
+    record arrived: a stream that carried none (here) never said anything was wrong. The
+    other operators (branch, delay, aggregate, ...) already refused it while building."""
+    with pytest.raises(TypeError) as info:
+        naiad.run(lambda s: getattr(s.from_epochs([[]]), operator)(5, name="Op").collect())
+    assert str(info.value) == f"{operator} 'Op': {argument} must be a function, not 5"
+    still_works()
+
+
 @pytest.mark.parametrize("timeout", [0, -1.0, float("inf"), float("nan"), "30", True])
 def test_a_connect_timeout_that_is_not_a_number_of_seconds_is_refused(timeout: Any) -> None:
     number = not isinstance(timeout, str | bool)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from naiad.operators.aggregate import checked_functions
 from naiad.operators.map import map_batch
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ def filter_records(
     an element, a row of a 2-d batch or a structured record), so it crosses processes as its
     bytes.
     """
+    checked_functions("filter", name, predicate=predicate)
 
     def kept(batch: Any) -> Any:
         if isinstance(batch, np.ndarray):

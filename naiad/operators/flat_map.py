@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from naiad.operators.aggregate import iterable_result
+from naiad.operators.aggregate import checked_functions, iterable_result
 from naiad.operators.map import map_batch
 
 if TYPE_CHECKING:
@@ -19,6 +19,7 @@ def flat_map(stream: Stream, f: Callable[[Any], Iterable[Any]], name: str = "fla
     >>> naiad.run(lambda s: s.from_epochs([["a b", "c"]]).flat_map(str.split).collect())
     [[(0, 'a'), (0, 'b'), (0, 'c')]]
     """
+    checked_functions("flat_map", name, f=f)
 
     def flattened(batch: Any) -> list[Any]:
         out: list[Any] = []

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from naiad.actors.vertex import StatelessVertex
 from naiad.dataflow.channels import Pipeline
+from naiad.operators.aggregate import checked_functions
 from naiad.progress.capability import Capability
 
 if TYPE_CHECKING:
@@ -34,12 +35,14 @@ def inspect_batch(
     >>> seen
     [(0, [1]), (1, [2, 3])]
     """
+    checked_functions("inspect_batch", name, f=f)
     node = stream.scope.add_operator(name, InspectBatch(f), [(stream, Pipeline())])
     return stream.derive(node)
 
 
 def inspect(stream: Stream, f: Callable[[Any], None], name: str = "inspect") -> Stream:
     """Calls ``f(record)`` for every record and passes the records on."""
+    checked_functions("inspect", name, f=f)
 
     def each(_time: Any, batch: Any) -> None:
         for record in batch:

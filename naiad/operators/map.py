@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from naiad.actors.vertex import StatelessVertex
 from naiad.dataflow.channels import Pipeline
+from naiad.operators.aggregate import checked_functions
 from naiad.progress.capability import Capability
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ def map_records(stream: Stream, f: Callable[[Any], Any], name: str = "map") -> S
     >>> naiad.run(lambda s: s.from_epochs([[1, 2], [3]]).map(lambda x: x * 10).collect())
     [[(0, 10), (0, 20), (1, 30)]]
     """
+    checked_functions("map", name, f=f)
     # a comprehension, not list(map(f, batch)): map would take a StopIteration raised by f
     # for the end of the batch and drop the rest of it
     return map_batch(stream, lambda batch: [f(x) for x in batch], name)
@@ -47,5 +49,6 @@ def map_batch(stream: Stream, f: Callable[[Any], Any], name: str = "map_batch") 
     >>> naiad.run(lambda s: doubled(s).map(int).collect())
     [[(0, 0), (0, 2), (0, 4)]]
     """
+    checked_functions("map_batch", name, f=f)
     node = stream.scope.add_operator(name, BatchFunction(f), [(stream, Pipeline())])
     return stream.derive(node)
