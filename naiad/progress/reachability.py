@@ -18,8 +18,9 @@ Locations are small integers. A *source* is an output port, where capabilities l
 
 from __future__ import annotations
 
+import heapq
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,6 +115,12 @@ class Reachability:
                     for s in cell:
                         successors[self._targets[index][i]].append((self._sources[index][j], s))
         self._check_cycles(successors)
+        self.steps = successors
+        self.components = _components(successors)
+        self.component = [0] * len(self.locations)
+        for index, members in enumerate(self.components):
+            for loc in members:
+                self.component[loc] = index
 
         # Ψ by propagation from every location (paths of length >= 1 first, then identity).
         self._psi: list[dict[int, Antichain]] = []
@@ -211,8 +218,30 @@ class Reachability:
         return f"{kind} {port} of {self.node_names[node]!r}"
 
 
+FRONTIER_TRACKING_ABOVE = 16.0
+"""The mean number of targets a location reaches above which :class:`Tracker` propagates
+frontier changes (:class:`FrontierTracker`) rather than fanning every count change out
+through ``Ψ`` (:class:`PsiTracker`). See :class:`Tracker` for what was measured."""
+
+
 class Tracker:
     """Pointstamp occurrence counts and the input frontier they imply at every target.
+
+    Two strategies keep the frontiers; ``Tracker(reachability)`` picks one by the graph:
+
+    * :class:`PsiTracker` fans every change of a pointstamp's activity out through ``Ψ`` to
+      every target its location reaches. Cheap per change, but a chain of ``M`` operators
+      changes ``O(M)`` pointstamps per epoch, each reaching ``O(M)`` targets.
+    * :class:`FrontierTracker` propagates frontier changes location by location, as timely's
+      ``reachability.rs`` does, so a change stops where it moves no frontier: ``O(M)`` per
+      epoch on that chain, for a fixed cost per :meth:`propagate` that small graphs notice.
+
+    The choice is by the mean fan-out, the ``Ψ`` entries to targets per location (a chain of
+    ``M`` maps has about ``M / 2``): :class:`FrontierTracker` above
+    :data:`FRONTIER_TRACKING_ABOVE`. Measured on chains of maps (ms per epoch, both strategies
+    alternated): the two cost the same at about 30 maps (fan-out 15); a loop with one operator
+    (the coordination benchmark, fan-out 2) is 1.3x slower with frontier propagation.
+    ``strategy="psi"`` or ``"frontier"`` forces one.
 
     >>> g = GraphBuilder()
     >>> src = g.add_node("input", 0, 1); sink = g.add_node("sink", 1, 0)
@@ -226,19 +255,33 @@ class Tracker:
     >>> tr.update(r.source(src, 0), 1, +1); tr.update(r.source(src, 0), 0, -1)
     >>> _ = tr.propagate(); tr.frontier(r.target(sink, 0)).frontier
     [1]
+    >>> type(tr).__name__, type(Tracker(r, strategy="frontier")).__name__
+    ('PsiTracker', 'FrontierTracker')
     """
 
-    def __init__(self, reachability: Reachability) -> None:
+    def __new__(cls, reachability: Reachability, strategy: str | None = None) -> Tracker:
+        if cls is Tracker:
+            if strategy is None:
+                fanout = len(reachability.paths) and sum(map(len, reachability.paths)) / len(
+                    reachability.paths
+                )
+                strategy = "frontier" if fanout > FRONTIER_TRACKING_ABOVE else "psi"
+            if strategy == "psi":
+                cls = PsiTracker
+            elif strategy == "frontier":
+                cls = FrontierTracker
+            else:
+                raise ValueError(f"unknown tracker strategy {strategy!r}: 'psi' or 'frontier'")
+        return object.__new__(cls)
+
+    def __init__(self, reachability: Reachability, strategy: str | None = None) -> None:
         self.reachability = reachability
         n = len(reachability.locations)
         self._counts: list[dict[Any, int]] = [{} for _ in range(n)]
-        self._implications = [MutableAntichain() for _ in range(n)]
+        # The implied frontier of every location (a vertex keeps its inputs' for good).
+        self._frontiers = [MutableAntichain() for _ in range(n)]
+        # Per location, the changes of pointstamp activity since the last propagate.
         self._pending: dict[int, list[tuple[Any, int]]] = {}
-        # Ψ for the hot path: per location, (target, compiled summaries; None = identity).
-        self._paths = [
-            [(target, tuple(s.compile() for s in summaries)) for target, summaries in paths]
-            for paths in reachability.paths
-        ]
         self._reaching = [
             [(other, tuple(s.compile() for s in summaries)) for other, summaries in reaching]
             for reaching in reachability.reaching
@@ -262,13 +305,11 @@ class Tracker:
             self.active -= 1
         else:
             return
-        pending = self._pending
-        for target, summaries in self._paths[loc]:
-            bucket = pending.get(target)
-            if bucket is None:
-                bucket = pending[target] = []
-            for apply in summaries:
-                bucket.append((time if apply is None else apply(time), sign))
+        bucket = self._pending.get(loc)
+        if bucket is None:
+            self._pending[loc] = [(time, sign)]
+        else:
+            bucket.append((time, sign))
 
     def update_iter(self, changes: Iterable[tuple[tuple[int, Any], int]]) -> None:
         for (loc, time), delta in changes:
@@ -276,15 +317,11 @@ class Tracker:
 
     def propagate(self) -> list[int]:
         """Folds pending changes into the implied frontiers; returns targets whose moved."""
-        if not self._pending:
-            return []
-        pending, self._pending = self._pending, {}
-        implications = self._implications
-        return [t for t, changes in pending.items() if implications[t].update_iter(changes)]
+        raise NotImplementedError
 
     def frontier(self, target: int) -> MutableAntichain:
         """The input frontier at ``target`` (valid after :meth:`propagate`)."""
-        return self._implications[target]
+        return self._frontiers[target]
 
     def count(self, loc: int, time: Any) -> int:
         """The occurrence count of pointstamp ``(loc, time)`` in this view."""
@@ -359,3 +396,237 @@ class Tracker:
     def is_idle(self) -> bool:
         """Whether no pointstamp is active: nothing can happen any more."""
         return self.active == 0
+
+
+class PsiTracker(Tracker):
+    """Every change of a pointstamp's activity goes, through ``Ψ``, to every target its
+    location reaches; a target's frontier is the minimal times with a positive count there.
+
+    >>> g = GraphBuilder()
+    >>> a = g.add_node("in", 0, 1); b = g.add_node("out", 1, 0); g.add_edge((a, 0), (b, 0))
+    >>> r = g.build(); tr = PsiTracker(r)
+    >>> tr.update(r.source(a, 0), 2, 1); tr.propagate() == [r.target(b, 0)]
+    True
+    """
+
+    def __init__(self, reachability: Reachability, strategy: str | None = None) -> None:
+        super().__init__(reachability)
+        # Ψ for the hot path: per location, (target, compiled summaries; None = identity).
+        self._paths = [
+            [(target, tuple(s.compile() for s in summaries)) for target, summaries in paths]
+            for paths in reachability.paths
+        ]
+
+    def propagate(self) -> list[int]:
+        if not self._pending:
+            return []
+        pending, self._pending = self._pending, {}
+        implied: dict[int, list[tuple[Any, int]]] = {}
+        paths = self._paths
+        for loc, changes in pending.items():
+            for target, summaries in paths[loc]:
+                bucket = implied.get(target)
+                if bucket is None:
+                    bucket = implied[target] = []
+                for apply in summaries:
+                    _extend(bucket, apply, changes)
+        frontiers = self._frontiers
+        return [t for t, changes in implied.items() if frontiers[t].update_iter(changes)]
+
+
+class FrontierTracker(Tracker):
+    """Frontier changes propagated from input to input, in the topological order of the
+    graph's strongly connected components, each visited at most once per :meth:`propagate`.
+
+    Invariant, after :meth:`propagate`: the frontier of a target ``T`` is the set of minimal
+    times of ``{s(t) : (l, t) active, s in Ψ[l, T]}``. Summaries are monotone, so minimal
+    times suffice: a target off every cycle counts its own active times, those of the sources
+    that feed it, and the frontiers of the targets one operator upstream, each through the
+    operator's summary; a target on a cycle counts, through its component's part of ``Ψ``,
+    the minimal *inputs* of every target of its component (those same three, from outside the
+    component). A change that moves no frontier goes no further.
+
+    >>> g = GraphBuilder()
+    >>> a = g.add_node("in", 0, 1); m = g.add_node("map", 1, 1); b = g.add_node("out", 1, 0)
+    >>> g.add_edge((a, 0), (m, 0)); g.add_edge((m, 0), (b, 0))
+    >>> r = g.build(); tr = FrontierTracker(r)
+    >>> tr.update(r.source(a, 0), 2, 1); tr.propagate() == [r.target(m, 0), r.target(b, 0)]
+    True
+    >>> tr.update(r.target(m, 0), 2, 1); tr.propagate()  # held at 2 already: stops there
+    []
+    """
+
+    def __init__(self, reachability: Reachability, strategy: str | None = None) -> None:
+        super().__init__(reachability)
+        r = reachability
+        is_target = r.is_target
+        # The components of the graph of targets, topologically ordered (a step between two
+        # targets passes through one source, whose component lies between theirs).
+        targets = ([loc for loc in members if is_target[loc]] for members in r.components)
+        self._members = [members for members in targets if members]
+        component = self._component = [-1] * len(r.locations)  # -1: a source
+        for index, members in enumerate(self._members):
+            for loc in members:
+                component[loc] = index
+        # A source's active times go straight to the targets its edges feed (identities).
+        self._feeds = [
+            [] if is_target[loc] else [t for t, _ in steps] for loc, steps in enumerate(r.steps)
+        ]
+        # Per target, the steps to the targets of the next operators out of its component:
+        # (next target, compiled summary of the operator).
+        self._exits: list[list[tuple[int, Any]]] = [[] for _ in r.locations]
+        for loc in r.target_locations:
+            through: dict[int, Antichain] = defaultdict(Antichain)
+            for source, summary in r.steps[loc]:
+                for nxt, _ in r.steps[source]:
+                    through[nxt].insert(summary)
+            self._exits[loc] = [
+                (nxt, s.compile())
+                for nxt, summaries in through.items()
+                if component[nxt] != component[loc]
+                for s in summaries
+            ]
+        # For a target on a cycle: its minimal inputs, and Ψ to the targets of its component.
+        self._inputs: dict[int, MutableAntichain] = {}
+        self._within: dict[int, list[tuple[int, tuple[Any, ...]]]] = {}
+        for members in self._members:
+            if len(members) > 1:
+                for loc in members:
+                    self._inputs[loc] = MutableAntichain()
+                    self._within[loc] = [
+                        (other, tuple(s.compile() for s in summaries))
+                        for other, summaries in r.paths[loc]
+                        if component[other] == component[loc]
+                    ]
+
+    def propagate(self) -> list[int]:
+        pending = self._pending
+        if not pending:
+            return []
+        self._pending = {}
+        component, frontiers, exits = self._component, self._frontiers, self._exits
+        queued = set()
+        for loc in list(pending):
+            c = component[loc]
+            if c >= 0:
+                queued.add(c)
+                continue
+            changes = pending.pop(loc)
+            for nxt in self._feeds[loc]:
+                bucket = pending.get(nxt)
+                if bucket is None:
+                    pending[nxt] = changes.copy()
+                else:
+                    bucket.extend(changes)
+                queued.add(component[nxt])
+        queue = list(queued)
+        heapq.heapify(queue)
+        moved: list[int] = []
+        while queue:
+            members = self._members[heapq.heappop(queue)]
+            if len(members) == 1:  # off every cycle: its inputs are its implications
+                implied: Iterable[tuple[int, list[tuple[Any, int]]]] = (
+                    (members[0], pending.pop(members[0])),
+                )
+            else:
+                implied = self._within_component(members, pending).items()
+            for loc, changes in implied:
+                changed = frontiers[loc].update_iter(changes)
+                if not changed:
+                    continue
+                moved.append(loc)
+                for nxt, apply in exits[loc]:
+                    bucket = pending.get(nxt)
+                    if bucket is None:
+                        bucket = pending[nxt] = []
+                    _extend(bucket, apply, changed)
+                    c = component[nxt]
+                    if c not in queued:
+                        queued.add(c)
+                        heapq.heappush(queue, c)
+        return moved
+
+    def _within_component(
+        self, members: list[int], pending: dict[int, list[tuple[Any, int]]]
+    ) -> dict[int, list[tuple[Any, int]]]:
+        """Takes the pending inputs of a component's locations; returns, per location of it,
+        the changes their minimal inputs imply there through ``Ψ``."""
+        implied: dict[int, list[tuple[Any, int]]] = {}
+        for loc in members:
+            changes = pending.pop(loc, None)
+            if changes is None:
+                continue
+            changed = self._inputs[loc].update_iter(changes)
+            if not changed:
+                continue
+            for other, summaries in self._within[loc]:
+                bucket = implied.get(other)
+                if bucket is None:
+                    bucket = implied[other] = []
+                for apply in summaries:
+                    _extend(bucket, apply, changed)
+        return implied
+
+
+def _extend(
+    bucket: list[tuple[Any, int]],
+    apply: Callable[[Any], Any] | None,
+    changes: list[tuple[Any, int]],
+) -> None:
+    """Adds ``changes`` to ``bucket`` with their times mapped by a compiled summary."""
+    if apply is None:
+        bucket.extend(changes)
+    else:
+        bucket.extend([(apply(t), delta) for t, delta in changes])
+
+
+def _components(steps: list[list[tuple[int, PathSummary]]]) -> list[list[int]]:
+    """The strongly connected components of the graph of one-step successors, in topological
+    order (every step leads to the same component or a later one); Tarjan's algorithm,
+    without recursion.
+
+    >>> one = PathSummary.feedback(1)
+    >>> _components([[(1, one)], [(0, one), (2, one)], []])  # 0 <-> 1 -> 2
+    [[0, 1], [2]]
+    """
+    index = [-1] * len(steps)  # visiting order, -1 while unvisited
+    low = [0] * len(steps)
+    on_stack = [False] * len(steps)
+    stack: list[int] = []
+    found: list[list[int]] = []  # Tarjan finds components in reverse topological order
+    visited = 0
+    for root in range(len(steps)):
+        if index[root] >= 0:
+            continue
+        work = [(root, 0)]
+        while work:
+            loc, i = work.pop()
+            if i == 0:
+                index[loc] = low[loc] = visited
+                visited += 1
+                stack.append(loc)
+                on_stack[loc] = True
+            else:  # back from the successor that step i - 1 led to
+                low[loc] = min(low[loc], low[steps[loc][i - 1][0]])
+            while i < len(steps[loc]):
+                nxt = steps[loc][i][0]
+                i += 1
+                if index[nxt] < 0:
+                    work.append((loc, i))
+                    work.append((nxt, 0))
+                    break
+                if on_stack[nxt]:
+                    low[loc] = min(low[loc], index[nxt])
+            else:
+                if low[loc] == index[loc]:
+                    members = []
+                    while True:
+                        member = stack.pop()
+                        on_stack[member] = False
+                        members.append(member)
+                        if member == loc:
+                            break
+                    members.sort()
+                    found.append(members)
+    found.reverse()
+    return found

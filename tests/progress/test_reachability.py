@@ -35,6 +35,9 @@ from naiad.progress.timestamp import Lex, Product, less_equal
 
 SETTINGS = settings(max_examples=60, deadline=None, database=None)
 
+# Every tracker test runs on both strategies, whatever the graph's size would pick.
+STRATEGIES = pytest.mark.parametrize("strategy", ["psi", "frontier"])
+
 IDENTITY = PathSummary()
 
 
@@ -315,8 +318,9 @@ def test_psi_matches_path_search_nested(spec, data):
 # --------------------------------------------------------------------------- a + b: the Tracker
 
 
-def run_tracker(model: Model, batches) -> None:
-    tracker = Tracker(model.reach)
+def run_tracker(model: Model, batches, strategy: str) -> None:
+    tracker = Tracker(model.reach, strategy)
+    assert type(tracker).__name__ == {"psi": "PsiTracker", "frontier": "FrontierTracker"}[strategy]
     counts: Counter = Counter()
     for batch in batches:
         before = {t: list(tracker.frontier(t).frontier) for t in model.targets}
@@ -363,18 +367,20 @@ def run_tracker(model: Model, batches) -> None:
     assert tracker.propagate() == []  # nothing pending
 
 
+@STRATEGIES
 @SETTINGS
 @given(spec=graphs(), data=st.data())
-def test_tracker_frontiers_match_oracles(spec, data):
+def test_tracker_frontiers_match_oracles(strategy, spec, data):
     model = Model(spec)
-    run_tracker(model, data.draw(change_batches(model)))
+    run_tracker(model, data.draw(change_batches(model)), strategy)
 
 
+@STRATEGIES
 @settings(max_examples=25, deadline=None, database=None)
 @given(spec=nested_graphs(), data=st.data())
-def test_tracker_frontiers_match_oracles_nested(spec, data):
+def test_tracker_frontiers_match_oracles_nested(strategy, spec, data):
     model = Model(spec)
-    run_tracker(model, data.draw(change_batches(model)))
+    run_tracker(model, data.draw(change_batches(model)), strategy)
 
 
 @st.composite
@@ -407,14 +413,16 @@ def move_batches(draw, model: Model, max_batches=8):
     return batches
 
 
+@STRATEGIES
 @SETTINGS
 @given(spec=st.one_of(graphs(max_loops=2), nested_graphs()), data=st.data())
-def test_tracker_frontiers_match_oracles_when_pointstamps_move(spec, data):
+def test_tracker_frontiers_match_oracles_when_pointstamps_move(strategy, spec, data):
     model = Model(spec)
-    run_tracker(model, data.draw(move_batches(model)))
+    run_tracker(model, data.draw(move_batches(model)), strategy)
 
 
-def test_tracker_keeps_the_class_of_times_equal_as_tuples():
+@STRATEGIES
+def test_tracker_keeps_the_class_of_times_equal_as_tuples(strategy):
     """A Product loop and a Lex loop side by side: Product(1, 0) == Lex(1, 0) as tuples,
     but each location's implied times keep their own class, also when crossings of both
     classes at equal times arrive in one batch (a tracker that grouped crossings by time
@@ -434,7 +442,7 @@ def test_tracker_keeps_the_class_of_times_equal_as_tuples():
         r.source(into_l, 0),
         *(r.target(n, 0) for n in (sink_p, sink_l)),
     )
-    tracker = Tracker(r)
+    tracker = Tracker(r, strategy)
     # unpaired crossings (three placements) at equal times
     tracker.update_iter([((out_p, Product(1, 0)), 1), ((out_l, Lex(1, 0)), 1)])
     tracker.update(r.source(src, 0), 5, 1)
@@ -463,13 +471,14 @@ def test_tracker_keeps_the_class_of_times_equal_as_tuples():
     assert [(type(t), t) for t in tracker.frontier(at_l).frontier] == [(Lex, Lex(3, 0))]
 
 
+@STRATEGIES
 @SETTINGS
 @given(spec=graphs(max_loops=1), data=st.data())
-def test_tracker_balanced_batches_return_to_idle(spec, data):
+def test_tracker_balanced_batches_return_to_idle(strategy, spec, data):
     """Adding and later retracting every change leaves every frontier empty again."""
     model = Model(spec)
     batches = data.draw(change_batches(model, max_batches=4))
-    tracker = Tracker(model.reach)
+    tracker = Tracker(model.reach, strategy)
     for batch in batches:
         tracker.update_iter(((lt, d) for lt, d in batch))
         tracker.propagate()
@@ -482,20 +491,22 @@ def test_tracker_balanced_batches_return_to_idle(spec, data):
         assert tracker.frontier(target).frontier == []
 
 
-def test_tracker_zero_delta_is_a_no_op():
+@STRATEGIES
+def test_tracker_zero_delta_is_a_no_op(strategy):
     g = GraphBuilder()
     a = g.add_node("input", 0, 1)
     b = g.add_node("sink", 1, 0)
     g.add_edge((a, 0), (b, 0))
     r = g.build()
-    tracker = Tracker(r)
+    tracker = Tracker(r, strategy)
     tracker.update(r.source(a, 0), 3, 0)
     assert tracker.propagate() == []
     assert tracker.pointstamps() == []
     assert tracker.is_idle()
 
 
-def test_tracker_documented_loop_example():
+@STRATEGIES
+def test_tracker_documented_loop_example(strategy):
     """input -> ingress -> op <-> feedback, op -> egress -> sink."""
     spec = Spec()
     inp = spec.add("input", 0, 1, None, ())
@@ -514,7 +525,7 @@ def test_tracker_documented_loop_example():
     ]
     model = Model(spec)
     r = model.reach
-    tracker = Tracker(r)
+    tracker = Tracker(r, strategy)
     # a message in flight to the op at (epoch 2, iteration 3)
     tracker.update(r.target(op, 1), Product(2, 3), 1)
     tracker.propagate()
