@@ -218,10 +218,30 @@ class Reachability:
         return f"{kind} {port} of {self.node_names[node]!r}"
 
 
-FRONTIER_TRACKING_ABOVE = 16.0
-"""The mean number of targets a location reaches above which :class:`Tracker` propagates
-frontier changes (:class:`FrontierTracker`) rather than fanning every count change out
-through ``Ψ`` (:class:`PsiTracker`). See :class:`Tracker` for what was measured."""
+FRONTIER_TRACKING_ABOVE = 6.0
+"""The mean number of targets off every cycle that a location reaches (other than itself)
+above which :class:`Tracker` propagates frontier changes (:class:`FrontierTracker`) rather
+than fanning every change out through ``Ψ`` (:class:`PsiTracker`). See :class:`Tracker`
+for the measurements behind the value."""
+
+
+def acyclic_fanout(reachability: Reachability) -> float:
+    """The mean, over locations, of the targets off every cycle each one reaches, itself
+    excluded: the part of ``Ψ``'s fan-out that propagating frontier changes may skip (a target
+    on a cycle gets every change through its component's part of ``Ψ`` in both strategies).
+
+    >>> g = GraphBuilder()
+    >>> a = g.add_node("in", 0, 1); m = g.add_node("map", 1, 1); b = g.add_node("out", 1, 0)
+    >>> g.add_edge((a, 0), (m, 0)); g.add_edge((m, 0), (b, 0))
+    >>> acyclic_fanout(g.build())  # in: 2 targets, map's input and output: 1 each, out: 0
+    1.0
+    """
+    r = reachability
+    off_cycles = [len(r.components[c]) == 1 for c in r.component]
+    reached = sum(
+        1 for loc, paths in enumerate(r.paths) for t, _ in paths if t != loc and off_cycles[t]
+    )
+    return reached / len(r.locations) if r.locations else 0.0
 
 
 class Tracker:
@@ -236,12 +256,14 @@ class Tracker:
       ``reachability.rs`` does, so a change stops where it moves no frontier: ``O(M)`` per
       epoch on that chain, for a fixed cost per :meth:`propagate` that small graphs notice.
 
-    The choice is by the mean fan-out, the ``Ψ`` entries to targets per location (a chain of
-    ``M`` maps has about ``M / 2``): :class:`FrontierTracker` above
-    :data:`FRONTIER_TRACKING_ABOVE`. Measured on chains of maps (ms per epoch, both strategies
-    alternated): the two cost the same at about 30 maps (fan-out 15); a loop with one operator
-    (the coordination benchmark, fan-out 2) is 1.3x slower with frontier propagation.
-    ``strategy="psi"`` or ``"frontier"`` forces one.
+    The choice is by :func:`acyclic_fanout`: :class:`FrontierTracker` above
+    :data:`FRONTIER_TRACKING_ABOVE`. Measured by replaying the progress batches of real runs
+    into both (tracker time per batch, 5 alternated rounds): a chain of ``M`` maps (acyclic
+    fan-out ``M / 2``) costs the same with both at ``M = 2`` and 12% less with frontiers at
+    ``M = 4``, 27% at 64 (24.5 against 33.6 us); the coordination benchmark's loop (fan-out 0)
+    costs 37% more with frontiers (8.2 against 6.0 us), incremental WCC (5.4) the same (29.2
+    and 29.0 us): the threshold keeps both of those, and every chain shorter than 12 maps, on
+    ``Ψ``. ``strategy="psi"`` or ``"frontier"`` forces one.
 
     >>> g = GraphBuilder()
     >>> src = g.add_node("input", 0, 1); sink = g.add_node("sink", 1, 0)
@@ -262,10 +284,8 @@ class Tracker:
     def __new__(cls, reachability: Reachability, strategy: str | None = None) -> Tracker:
         if cls is Tracker:
             if strategy is None:
-                fanout = len(reachability.paths) and sum(map(len, reachability.paths)) / len(
-                    reachability.paths
-                )
-                strategy = "frontier" if fanout > FRONTIER_TRACKING_ABOVE else "psi"
+                big = acyclic_fanout(reachability) > FRONTIER_TRACKING_ABOVE
+                strategy = "frontier" if big else "psi"
             if strategy == "psi":
                 cls = PsiTracker
             elif strategy == "frontier":
@@ -280,7 +300,10 @@ class Tracker:
         self._counts: list[dict[Any, int]] = [{} for _ in range(n)]
         # The implied frontier of every location (a vertex keeps its inputs' for good).
         self._frontiers = [MutableAntichain() for _ in range(n)]
-        # Per location, the changes of pointstamp activity since the last propagate.
+        # Where a change of a pointstamp's activity at a location goes, for propagate to fold
+        # in: per location, (location, compiled summaries; None = identity). Set by each
+        # strategy.
+        self._fanout: list[list[tuple[int, tuple[Any, ...]]]] = []
         self._pending: dict[int, list[tuple[Any, int]]] = {}
         self._reaching = [
             [(other, tuple(s.compile() for s in summaries)) for other, summaries in reaching]
@@ -305,11 +328,13 @@ class Tracker:
             self.active -= 1
         else:
             return
-        bucket = self._pending.get(loc)
-        if bucket is None:
-            self._pending[loc] = [(time, sign)]
-        else:
-            bucket.append((time, sign))
+        pending = self._pending
+        for target, summaries in self._fanout[loc]:
+            bucket = pending.get(target)
+            if bucket is None:
+                bucket = pending[target] = []
+            for apply in summaries:
+                bucket.append((time if apply is None else apply(time), sign))
 
     def update_iter(self, changes: Iterable[tuple[tuple[int, Any], int]]) -> None:
         for (loc, time), delta in changes:
@@ -411,8 +436,7 @@ class PsiTracker(Tracker):
 
     def __init__(self, reachability: Reachability, strategy: str | None = None) -> None:
         super().__init__(reachability)
-        # Ψ for the hot path: per location, (target, compiled summaries; None = identity).
-        self._paths = [
+        self._fanout = [
             [(target, tuple(s.compile() for s in summaries)) for target, summaries in paths]
             for paths in reachability.paths
         ]
@@ -421,17 +445,8 @@ class PsiTracker(Tracker):
         if not self._pending:
             return []
         pending, self._pending = self._pending, {}
-        implied: dict[int, list[tuple[Any, int]]] = {}
-        paths = self._paths
-        for loc, changes in pending.items():
-            for target, summaries in paths[loc]:
-                bucket = implied.get(target)
-                if bucket is None:
-                    bucket = implied[target] = []
-                for apply in summaries:
-                    _extend(bucket, apply, changes)
         frontiers = self._frontiers
-        return [t for t, changes in implied.items() if frontiers[t].update_iter(changes)]
+        return [t for t, changes in pending.items() if frontiers[t].update_iter(changes)]
 
 
 class FrontierTracker(Tracker):
@@ -468,9 +483,11 @@ class FrontierTracker(Tracker):
         for index, members in enumerate(self._members):
             for loc in members:
                 component[loc] = index
-        # A source's active times go straight to the targets its edges feed (identities).
-        self._feeds = [
-            [] if is_target[loc] else [t for t, _ in steps] for loc, steps in enumerate(r.steps)
+        # A target's active times go to itself; a source's to the targets its edges feed.
+        identity = (PathSummary().compile(),)
+        self._fanout = [
+            [(loc, identity)] if is_target[loc] else [(t, identity) for t, _ in steps]
+            for loc, steps in enumerate(r.steps)
         ]
         # Per target, the steps to the targets of the next operators out of its component:
         # (next target, compiled summary of the operator).
@@ -505,20 +522,7 @@ class FrontierTracker(Tracker):
             return []
         self._pending = {}
         component, frontiers, exits = self._component, self._frontiers, self._exits
-        queued = set()
-        for loc in list(pending):
-            c = component[loc]
-            if c >= 0:
-                queued.add(c)
-                continue
-            changes = pending.pop(loc)
-            for nxt in self._feeds[loc]:
-                bucket = pending.get(nxt)
-                if bucket is None:
-                    pending[nxt] = changes.copy()
-                else:
-                    bucket.extend(changes)
-                queued.add(component[nxt])
+        queued = {component[loc] for loc in pending}  # (targets only)
         queue = list(queued)
         heapq.heapify(queue)
         moved: list[int] = []
