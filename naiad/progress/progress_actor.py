@@ -160,7 +160,10 @@ class ProgressActor:
         broadcast: Broadcast | None = None,
         accumulate: bool = True,
         hub: int | None = None,
+        strategy: str | None = None,
     ) -> None:
+        """``strategy``: how every tracker keeps its frontiers (``"psi"`` or ``"frontier"``;
+        None: :class:`Tracker` picks by each dataflow's graph)."""
         if processes > 1 and broadcast is None:
             raise ValueError("a progress actor of a multi-process cluster needs a broadcast")
         if hub is not None and not 0 <= hub < processes:
@@ -168,6 +171,7 @@ class ProgressActor:
         self.process = process
         self.processes = processes
         self.accumulate = accumulate
+        self.strategy = strategy
         self.hub = hub if processes > 1 else None
         # Whether the outgoing buffer may be held: with local accumulation, and at the hub.
         self._holds = accumulate or (self.hub is not None and self.hub == process)
@@ -220,7 +224,7 @@ class ProgressActor:
             self._next_id = dataflow + 1
         else:
             self._skipped.discard(dataflow)
-        tracker = Tracker(reachability)
+        tracker = Tracker(reachability, self.strategy)
         tracker.update_iter(initial)
         tracker.propagate()
         registered = _Registered(tracker, on_change)

@@ -29,8 +29,8 @@ hold anything back and every tracker must be idle with empty frontiers (liveness
 accumulation).
 
 Each run draws the graph, 2-4 processes of 1-2 workers, ``accumulate`` per process, at most
-one process that builds the dataflow late, and whether a central accumulator (``hub``)
-relays every batch.
+one process that builds the dataflow late, whether a central accumulator (``hub``) relays
+every batch, and the trackers' strategy (Ψ fan-out or frontier propagation).
 
 Scripted cases: the reorder buffer and duplicate drop step by step; local accumulation
 broadcasting fewer batches than none on an iterative workload, with every epoch still
@@ -194,6 +194,7 @@ class Cluster:
         accumulate: list[bool],
         late: frozenset[int] = frozenset(),
         hub: int | None = None,
+        strategy: str | None = None,
     ) -> None:
         self.graph, self.n, self.w = graph, processes, workers
         self.pairs = [(s, r) for s in range(processes) for r in range(processes) if s != r]
@@ -204,7 +205,9 @@ class Cluster:
         self.seen_events: set[str] = set()  # what a run exercised, for the statistics
         self._implied: dict[frozenset, dict[int, frozenset]] = {}  # active set -> frontiers
         self.actors = [
-            ProgressActor(p, processes, self._sender(p), accumulate=accumulate[p], hub=hub)
+            ProgressActor(
+                p, processes, self._sender(p), accumulate=accumulate[p], hub=hub, strategy=strategy
+            )
             for p in range(processes)
         ]
         self.registered = [False] * processes
@@ -488,9 +491,11 @@ class DistributedProgress(RuleBasedStateMachine):
         accumulate = data.draw(st.lists(st.booleans(), min_size=n, max_size=n), label="accumulate")
         late = data.draw(st.frozensets(st.integers(0, n - 1), max_size=1), label="late")
         hub = data.draw(st.none() | st.integers(0, n - 1), label="central accumulator")
-        self.sim = Cluster(graph, n, w, accumulate, late, hub)
+        strategy = data.draw(st.sampled_from(["psi", "frontier"]), label="tracker strategy")
+        self.sim = Cluster(graph, n, w, accumulate, late, hub, strategy)
         event(f"graph {graph.name}")
         event(f"central accumulator: {hub is not None}")
+        event(f"tracker strategy: {strategy}")
 
     # --- workers -----------------------------------------------------------------------------
     def _worker(self, data: st.DataObject) -> int:

@@ -719,26 +719,28 @@ def test_could_result_in_matches_path_search(spec, data):
 # --------------------------------------------------------------------------- e: ProgressActor
 
 
+@STRATEGIES
 @SETTINGS
 @given(spec=graphs(max_loops=2), data=st.data())
-def test_progress_actor_applies_batches_and_reports_moves(spec, data):
+def test_progress_actor_applies_batches_and_reports_moves(strategy, spec, data):
     model = Model(spec)
     batches = data.draw(change_batches(model))
     initial, *rest = batches
     calls: list[list[int]] = []
-    actor = ProgressActor()
+    actor = ProgressActor(strategy=strategy)
     actor.register(7, model.reach, initial, calls.append)
     assert calls == []  # registration reports nothing
     with pytest.raises(ValueError):
         actor.register(7, model.reach, [], calls.append)
 
-    reference = Tracker(model.reach)
+    reference = Tracker(model.reach, "psi" if strategy == "frontier" else "frontier")
     reference.update_iter(initial)
     reference.propagate()
     counts: Counter = Counter()
     for lt, d in initial:
         counts[lt] += d
     tracker = actor.tracker(7)
+    assert type(tracker) is not type(reference)  # the other strategy is the reference
     for n, batch in enumerate(rest, start=1):
         before = {t: key(tracker.frontier(t).frontier) for t in model.targets}
         actor.submit(7, batch)
@@ -763,7 +765,8 @@ def test_progress_actor_applies_batches_and_reports_moves(spec, data):
     actor.register(7, model.reach, [], calls.append)  # the id is free again
 
 
-def test_progress_actor_batch_is_applied_whole():
+@STRATEGIES
+def test_progress_actor_batch_is_applied_whole(strategy):
     """A batch that moves a capability forward never exposes an empty frontier."""
     g = GraphBuilder()
     a = g.add_node("in", 0, 1)
@@ -773,7 +776,7 @@ def test_progress_actor_batch_is_applied_whole():
     r = g.build()
     src, elsewhere, target = r.source(a, 0), r.source(dangling, 0), r.target(b, 0)
     seen: list[list[int]] = []
-    actor = ProgressActor()
+    actor = ProgressActor(strategy=strategy)
     actor.register(0, r, [((src, 0), 1)], seen.append)
     frontier = actor.tracker(0).frontier(target)
     assert frontier.frontier == [0]
