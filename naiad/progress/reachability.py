@@ -8,9 +8,12 @@ Two classes with two lifetimes, as in timely's ``reachability.rs``:
   minimal path summaries to every location it can reach (Naiad §2.3's ``Ψ[l1, l2]``),
   rejecting cycles that do not strictly advance time (invariant 5).
 * :class:`Tracker` is run time. It keeps an occurrence count per pointstamp
-  ``(location, time)`` and, for every input port (target), a :class:`MutableAntichain` of the
-  times implied there by every *active* pointstamp (count > 0) through ``Ψ``. Its frontier is
-  the port's input frontier: the times at which messages can still arrive.
+  ``(location, time)`` and, for every input port (target), a :class:`MutableAntichain` whose
+  frontier is the minimal times implied there by every *active* pointstamp (count > 0)
+  through ``Ψ``: the port's input frontier, the times at which messages can still arrive.
+  Two strategies keep it: :class:`PsiTracker` fans every change out through ``Ψ`` (small
+  graphs), :class:`FrontierTracker` propagates frontier changes from input to input, so
+  that the work per epoch grows with the graph, not with its square (big graphs).
 
 Locations are small integers. A *source* is an output port, where capabilities live; a
 *target* is an input port, where messages in flight are counted (timely's accounting).
@@ -218,7 +221,7 @@ class Reachability:
         return f"{kind} {port} of {self.node_names[node]!r}"
 
 
-FRONTIER_TRACKING_ABOVE = 6.0
+FRONTIER_TRACKING_ABOVE = 8.0
 """The mean number of targets off every cycle that a location reaches (other than itself)
 above which :class:`Tracker` propagates frontier changes (:class:`FrontierTracker`) rather
 than fanning every change out through ``Ψ`` (:class:`PsiTracker`). See :class:`Tracker`
@@ -252,17 +255,19 @@ class Tracker:
     * :class:`PsiTracker` fans every change of a pointstamp's activity out through ``Ψ`` to
       every target its location reaches. Cheap per change, but a chain of ``M`` operators
       changes ``O(M)`` pointstamps per epoch, each reaching ``O(M)`` targets.
-    * :class:`FrontierTracker` propagates frontier changes location by location, as timely's
+    * :class:`FrontierTracker` propagates frontier changes from input to input, as timely's
       ``reachability.rs`` does, so a change stops where it moves no frontier: ``O(M)`` per
       epoch on that chain, for a fixed cost per :meth:`propagate` that small graphs notice.
 
     The choice is by :func:`acyclic_fanout`: :class:`FrontierTracker` above
     :data:`FRONTIER_TRACKING_ABOVE`. Measured by replaying the progress batches of real runs
-    into both (tracker time per batch, 5 alternated rounds): a chain of ``M`` maps (acyclic
-    fan-out ``M / 2``) costs the same with both at ``M = 2`` and 12% less with frontiers at
-    ``M = 4``, 27% at 64 (24.5 against 33.6 us); the coordination benchmark's loop (fan-out 0)
-    costs 37% more with frontiers (8.2 against 6.0 us), incremental WCC (5.4) the same (29.2
-    and 29.0 us): the threshold keeps both of those, and every chain shorter than 12 maps, on
+    into both (tracker time per batch, 5 alternated rounds): on a chain of ``M`` maps (acyclic
+    fan-out ``(M + 1) / 2``) the two cost the same at ``M = 2``, frontiers 12% less at
+    ``M = 4``, 20% at 16, 27% at 64 (24.5 against 33.6 us); the coordination benchmark's loop
+    (fan-out 0) costs 37% more with frontiers (8.2 against 6.0 us). Incremental WCC (6.3 with
+    its view) costs the same in replay, but its benchmark (``wcc-incremental --quick``, 4
+    rounds alternated) was 1-2% slower in median and 4% in p99 latency with frontiers: the
+    threshold keeps it, the coordination loop and every chain of up to 15 maps on
     ``Ψ``. ``strategy="psi"`` or ``"frontier"`` forces one.
 
     >>> g = GraphBuilder()
