@@ -119,6 +119,7 @@ class Reachability:
                         successors[self._targets[index][i]].append((self._sources[index][j], s))
         self._check_cycles(successors)
         self.steps = successors
+        # The strongly connected components, topologically ordered, and each location's.
         self.components = _components(successors)
         self.component = [0] * len(self.locations)
         for index, members in enumerate(self.components):
@@ -300,10 +301,12 @@ class Tracker:
         return object.__new__(cls)
 
     def __init__(self, reachability: Reachability, strategy: str | None = None) -> None:
+        # (``strategy`` was for __new__, which chose the class)
         self.reachability = reachability
         n = len(reachability.locations)
         self._counts: list[dict[Any, int]] = [{} for _ in range(n)]
-        # The implied frontier of every location (a vertex keeps its inputs' for good).
+        # Per location, the frontier implied there, kept at targets only; the objects never
+        # change (a vertex holds its inputs' for good).
         self._frontiers = [MutableAntichain() for _ in range(n)]
         # Where a change of a pointstamp's activity at a location goes, for propagate to fold
         # in: per location, (location, compiled summaries; None = identity). Set by each
