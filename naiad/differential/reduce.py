@@ -607,7 +607,8 @@ class ReduceVertex(Vertex):
             self.own.follow_frontier(self.frontier(0).frontier)
         if not np.array_equal(frontier, output.upper):
             if emitted and not output.listeners:
-                output.upper = frontier  # the batches sent stand for the move; nobody else to tell
+                # the batches sent stand for the move; nobody else to tell
+                output.move_upper(frontier)
             else:  # an import of this output hears of the move (it holds a capability at upper)
                 output.advance_upper(frontier)
         if not len(frontier):

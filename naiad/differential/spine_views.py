@@ -22,6 +22,7 @@ import numpy as np
 from naiad.differential import lattice
 from naiad.differential.trace import Batch, Columns, Spine, TraceHandle
 from naiad.differential.updates import take_rows
+from naiad.operators.probe import ProbeHandle
 
 
 class BatchView(Batch):
@@ -116,6 +117,18 @@ class SpineView(Spine):
     @upper.setter
     def upper(self, value: np.ndarray) -> None:
         pass  # Spine.__init__ sets it; the view's upper is always the outer one's
+
+    @property
+    def stopped(self) -> BaseException | None:
+        """What stopped the outer spine's dataflow before it completed (``None``: nothing)."""
+        return self.outer.stopped
+
+    @stopped.setter
+    def stopped(self, value: BaseException | None) -> None:
+        pass  # Spine.__init__ sets it; the view stops with its outer spine
+
+    def watch(self, probe: ProbeHandle) -> None:
+        self.outer.watch(probe)  # the view's upper moves (and stops) with the outer one's
 
     @property
     def batches(self) -> list[Batch]:

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from naiad.actors.supervision import DataflowStopped
 from naiad.differential import lattice
 from naiad.differential.diff_arithmetic import DiffOverflowError, describe_row
 from naiad.differential.updates import (
@@ -56,6 +57,9 @@ from naiad.differential.updates import (
     take_rows,
     unpacked_records,
 )
+from naiad.operators.probe import ProbeHandle
+from naiad.progress.antichain import Antichain
+from naiad.progress.timestamp import as_time_like
 
 Columns = tuple[np.ndarray, ...]
 SMALL_KEYS = 16
@@ -475,6 +479,11 @@ class Spine:
         # come), and who wants to hear of it: imports into other dataflows
         self.stopped: BaseException | None = None
         self.stop_listeners: list[Callable[[BaseException], None]] = []
+        # probes of the upper frontier (this spine's, its views'), woken as it moves: what
+        # TraceHandle.wait awaits. Weak: a view's probe goes with the view
+        self.watchers: weakref.WeakSet[ProbeHandle] = weakref.WeakSet()
+        self._completion: ProbeHandle | None = None
+        self._upper_times: tuple[np.ndarray, Antichain] | None = None
         self._since_cache: tuple[list[Any], np.ndarray] = ([], self.upper)
         # with integer times (depth 0), the greatest time a merge may have advanced some
         # update to (None: none advanced); an update later than this holds its own time
@@ -655,7 +664,7 @@ class Spine:
         if not batch.encoded:
             batch.encoded = tuple(bool(e) for e in self.encoded)
         batch.packed = self.packed  # its maker wrote it in the spine's form
-        self.upper = batch.upper
+        self.move_upper(batch.upper)
         if len(batch):
             self.batches.append(batch)
             self._maintain()
@@ -673,6 +682,41 @@ class Spine:
         self.stopped = failure
         for listener in list(self.stop_listeners):
             listener(failure)
+        for probe in list(self.watchers):
+            probe._fail(failure)
+
+    def move_upper(self, upper: np.ndarray) -> None:
+        """Sets the upper frontier (the times not yet complete here), waking the waits on it
+        (:meth:`TraceHandle.wait`). A new array each time: readers cache by identity."""
+        self.upper = upper
+        if self.watchers:
+            for probe in list(self.watchers):
+                probe._check_waiters()
+
+    def completion(self) -> ProbeHandle:
+        """A probe of :attr:`upper` (made on first use): ``wait(t)`` returns once ``t`` is
+        complete here, and raises what stopped the dataflow maintaining the spine if it
+        stopped first."""
+        if self._completion is None:
+            self._completion = ProbeHandle(self._upper_frontier, self.depth)
+            self.watch(self._completion)
+        return self._completion
+
+    def watch(self, probe: ProbeHandle) -> None:
+        """Wakes ``probe`` whenever the upper frontier moves, and fails it if the spine stops
+        (at once if it has stopped already)."""
+        self.watchers.add(probe)
+        if self.stopped is not None:
+            probe._fail(self.stopped)
+
+    def _upper_frontier(self) -> Antichain:
+        """:attr:`upper` as an antichain of times (made once per upper: it is replaced, never
+        mutated)."""
+        upper, cached = self.upper, self._upper_times
+        if cached is None or cached[0] is not upper:
+            times = Antichain(lattice.time_of(r, self.lex) for r in upper)
+            cached = self._upper_times = (upper, times)
+        return cached[1]
 
     def advance_upper(self, upper: np.ndarray) -> Batch:
         """Moves the upper frontier without updates (an empty batch, so that listeners such as
@@ -1001,14 +1045,135 @@ class TraceHandle:
                 f"set_logical_compaction) for as long as it is read or imported"
             )
 
-    def cursor(self, seq: int | None = None) -> Cursor:
+    # --- completeness ------------------------------------------------------------------------
+    @property
+    def upper(self) -> list[Any]:
+        """The frontier of the times not yet complete in the spine (differential dataflow's
+        ``read_upper``): a time ``t`` is complete, its updates and every earlier time's all
+        in the spine, once no time of ``upper`` is at or before it; ``[]`` once the dataflow
+        completed. It is this handle's worker's spine: its share of the keys (a handle per
+        worker, each with its own upper)."""
+        return [lattice.time_of(r, self.spine.lex) for r in self.spine.upper]
+
+    def complete(self, time: Any) -> bool:
+        """Whether ``time`` is complete in the spine (see :attr:`upper`)."""
+        return self._complete(self._time(time, "complete"))
+
+    async def wait(self, time: Any = None) -> None:
+        """Returns once ``time`` is complete in the spine (every time, if ``None``: once the
+        dataflow completed), at once if it is already; :meth:`cursor` then reads it whole
+        (``cursor(at=time)``). Waiting on a probe of the collection that was arranged is not
+        enough: it may pass ``time`` while updates are still on their way to the spine (from
+        another process, say). Woken by the spine as its upper frontier moves.
+
+        Raises ``ValueError`` if the handle is closed (before or while waiting),
+        ``TypeError`` for a time that is not of the trace's scope, and ``DataflowStopped``
+        if the dataflow maintaining the trace stopped (failed, or its runtime was
+        cancelled) before ``time`` completed: it never will.
+
+        >>> import asyncio, naiad
+        >>> from naiad.differential import Collection
+        >>> async def main():
+        ...     async with naiad.Runtime() as rt:
+        ...         def build(scope):
+        ...             session, collection = Collection.new_input(scope)
+        ...             return session, collection.arrange_by_key().trace
+        ...         session, trace = rt.dataflow(build).results[0]
+        ...         session.insert(("a", 1))
+        ...         session.advance_to(1)
+        ...         await trace.wait(0)
+        ...         cursor = trace.cursor(at=0)
+        ...         return trace.upper, [(cursor.key(), cursor.values()) for _ in cursor]
+        >>> asyncio.run(main())
+        ([1], [('a', [(1, [(0, 1)])])])
+        """
+        self.check_open("wait")
+        t = None if time is None else self._time(time, "wait")
+        if self._complete(t):  # complete stays complete, whatever stopped the dataflow later
+            return
+        try:
+            await self.spine.completion().wait(t)
+        except BaseException as e:
+            if e is not self.spine.stopped:
+                raise
+            raise self._never_complete(t, e) from e
+        self.check_open("wait")
+
+    def _complete(self, time: Any) -> bool:
+        if time is None:
+            return not len(self.spine.upper)
+        return not self.spine._upper_frontier().less_equal(time)
+
+    def _time(self, time: Any, what: str) -> Any:
+        """``time`` checked as a time of the trace's scope (``Product`` and ``Lex`` loop times
+        are equal as tuples but ordered differently: the other one is refused)."""
+        least = lattice.time_of(np.zeros(self.spine.depth + 1, np.int64), self.spine.lex)
+        return as_time_like(time, least, f"{what}: a time of trace {self.spine.name!r}")
+
+    def _never_complete(self, time: Any, failure: BaseException) -> DataflowStopped:
+        what = "every time" if time is None else f"time {time!r}"
+        return DataflowStopped(
+            f"trace {self.spine.name!r}: {what} will never be complete: the dataflow "
+            f"maintaining the trace stopped before completing ({type(failure).__name__}: "
+            f"{failure}), its upper frontier at {self.upper}"
+        )
+
+    def cursor(self, seq: int | None = None, *, at: Any = None) -> Cursor:
         """A cursor over the updates of the batches numbered up to ``seq`` (all by default):
-        what the spine holds now. A time's updates are all there once a probe of this
-        arrangement's own stream (``arranged.stream.probe()``, or one downstream of it) has
-        passed it, as the arrangement holds that time until it has sealed it; a probe of the
-        collection it arranges may pass the time first, and the cursor then lacks updates."""
+        what the spine holds now, which may lack updates of times that are not complete yet
+        (see :attr:`upper`).
+
+        With ``at``, a cursor over the updates at times at or before ``at``, so the diffs of
+        each value sum to its multiplicity at ``at``; refused (``ValueError``, naming the
+        trace, the time and the upper frontier) unless ``at`` is complete in the spine
+        (:meth:`wait` for it) and in advance of this handle's logical compaction frontier
+        (earlier times may be compacted away). ``at`` reads every batch: it does not combine
+        with ``seq``.
+
+        >>> s = Spine(depth=0, name="t")
+        >>> h = TraceHandle(s)         # taken first: it holds every time
+        >>> _ = s.insert_updates(np.array([1, 1]), (np.array([7, 8]),), np.array([[0], [2]]),
+        ...                      np.ones(2, np.int64), np.array([[3]]))
+        >>> c = h.cursor(at=1)
+        >>> [(c.key(), c.values()) for _ in c]
+        [(np.int64(1), [(7, [(0, 1)])])]
+        >>> h.cursor(at=3)
+        Traceback (most recent call last):
+        ...
+        ValueError: cursor: time 3 is not complete in trace 't' yet (its upper frontier is [3]): ...
+        """
         self.check_open("cursor")
-        return Cursor(self.spine, self.spine.batches_through(seq))
+        if at is None:
+            return Cursor(self.spine, self.spine.batches_through(seq))
+        if seq is not None:
+            raise TypeError(
+                f"cursor of trace {self.spine.name!r}: at= reads every batch, so it does not "
+                f"combine with seq= (given {seq!r})"
+            )
+        t = self._time(at, "cursor")
+        name = self.spine.name
+        if not self._complete(t):
+            never = ", and never will be: its dataflow stopped" if self.spine.stopped else ""
+            raise ValueError(
+                f"cursor: time {t!r} is not complete in trace {name!r} yet (its upper "
+                f"frontier is {self.upper}){never}: updates at or before it may still arrive; "
+                f"await the handle's wait({t!r}) first"
+            )
+        try:
+            row = lattice.frontier_rows([t], self.spine.depth)
+        except OverflowError:
+            raise ValueError(
+                f"cursor: time {t!r} is beyond the int64 range of trace {name!r}'s times"
+            ) from None
+        logical = self.logical
+        if logical is not None and not lattice.beyond(row, logical, self.spine.lex)[0]:
+            since = [lattice.time_of(r, self.spine.lex) for r in logical]
+            raise ValueError(
+                f"cursor: time {t!r} is not in advance of the logical compaction frontier "
+                f"{since} of this handle on trace {name!r}: the trace may be compacted past "
+                f"it, so accumulations there would not be exact"
+            )
+        return Cursor(self.spine, self.spine.batches_through(None), at=row[0])
 
     def __repr__(self) -> str:
         return f"TraceHandle({self.spine.name!r}, {self.spine.total()} updates)"
@@ -1025,7 +1190,9 @@ class Cursor:
     [('a', [(2, [(0, 1), (1, 1)])]), ('b', [(1, [(0, 1)])])]
     """
 
-    def __init__(self, spine: Spine, batches: Sequence[Batch]) -> None:
+    def __init__(
+        self, spine: Spine, batches: Sequence[Batch], at: np.ndarray | None = None
+    ) -> None:
         self.spine = spine
         # the encoding of the rows read here: the spine may switch a column to codes later
         # (replacing its batches), and this cursor's rows must still be read as they were
@@ -1034,6 +1201,14 @@ class Cursor:
         keys, vals, times, diffs = concat_parts(
             [b.take(slice(None)) for b in batches], spine.width, spine.depth
         )
+        if at is not None:  # (TraceHandle.cursor(at=...)): the updates at or before a time
+            keep = lattice.less_equal(times, at, spine.lex)
+            keys, vals, times, diffs = (
+                keys[keep],
+                tuple(v[keep] for v in vals),
+                times[keep],
+                diffs[keep],
+            )
         # split: a sum at a time that merges compacted is a change between counts, not a
         # result; :meth:`values` sums the pieces of one into an exact Python int
         cols, self._times, self._diffs = consolidated([keys, *vals], times, diffs, split=True)

@@ -169,6 +169,8 @@ class ProbeHandle:
         return self.done() if time is None else not self.less_equal(time)
 
     def _check_waiters(self) -> None:
+        if not self._waiters:  # (no frontier to compute: a meet, with several streams)
+            return
         frontier = self.frontier  # once: with several streams it is a meet to compute
         keep: dict[asyncio.Future[None], Any] = {}
         for future, time in self._waiters.items():
