@@ -21,6 +21,11 @@ and updates that become equal cancel. A handle also states how far it has read (
 are never merged, so a join can read exactly the batches it has acknowledged. When input
 stops, :meth:`Spine.idle_merge` finishes the merging, so memory does not stay high.
 
+A spine holds every update of a time once the time is *complete* there: not at or after any
+time of its ``upper`` frontier. A reader outside the dataflow learns it from its handle
+(:attr:`TraceHandle.upper`, :meth:`TraceHandle.wait`, woken through a probe of the upper
+frontier, :meth:`Spine.completion`), and ``cursor(at=t)`` refuses to read a ``t`` that is not.
+
 Merging driven only by inserted rows leaves memory high while a long-lived arrangement goes
 on with few or no changes: the history a reader held back stays in big batches that no
 geometric merge reaches, after the reader let go. So every batch a spine receives (a
@@ -969,6 +974,9 @@ class TraceHandle:
     allows; ``close()`` (or dropping the handle) releases the hold, and the handle with it: the
     spine may then compact past its frontier, so a closed handle reads nothing and is imported
     nowhere (:meth:`check_open`).
+
+    ``upper`` is the frontier of the times not yet complete in the spine; ``wait(t)`` returns
+    once ``t`` is complete, and ``cursor(at=t)`` reads it, refusing until it is.
     """
 
     def __init__(self, spine: Spine, logical: np.ndarray | None = None) -> None:
