@@ -172,7 +172,10 @@ class Variable:
         self.name = name
 
     def set(self, result: Collection) -> Collection:
-        """Closes the loop: the variable's next value is ``result``."""
+        """Closes the loop: the variable's next value is ``result``. The feedback is
+        consolidated first (a body that never consolidates would otherwise feed cancelling
+        updates back for ever), unless ``result`` is a reduction's output, which is already
+        consolidated (``Collection.consolidated``)."""
         delta = result if self.source is None else result.concat(self.source.negate())
         if not result.consolidated:
             # cancelling updates would otherwise circulate forever through a body that never
