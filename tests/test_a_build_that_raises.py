@@ -78,16 +78,17 @@ async def replace_one_record(sessions: list[Any], probe: naiad.ProbeHandle, epoc
         await asyncio.wait_for(probe.wait(epoch), 30)
 
 
+def arranged_source(s: naiad.Scope) -> Any:
+    """An input, its arrangement (by whole records) and a probe: what the imports read."""
+    session, c = Collection.new_input(s)
+    return session, c.arrange_by_self(), c.probe()
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_failed_import_does_not_hold_the_source_trace(workers: int) -> None:
     async def main() -> tuple[int, int, int]:
         async with naiad.Runtime(workers=workers) as rt:
-
-            def source(s: naiad.Scope) -> Any:
-                session, c = Collection.new_input(s)
-                return session, c.arrange_by_self(), c.probe()
-
-            src = rt.dataflow(source)
+            src = rt.dataflow(arranged_source)
             traces = [arranged.trace for _, arranged, _ in src.results]
             spines = [t.spine for t in traces]
 
@@ -128,12 +129,7 @@ def test_a_trace_taken_in_a_failed_build_does_not_hold_the_source(
 
     async def main() -> tuple[int, int, int]:
         async with naiad.Runtime(workers=workers) as rt:
-
-            def source(s: naiad.Scope) -> Any:
-                session, c = Collection.new_input(s)
-                return session, c.arrange_by_self(), c.probe()
-
-            src = rt.dataflow(source)
+            src = rt.dataflow(arranged_source)
             for _, arranged, _ in src.results:
                 arranged.trace.close()
             spines = [arranged.spine for _, arranged, _ in src.results]
@@ -176,7 +172,7 @@ def test_an_import_refused_by_a_running_dataflow_does_not_hold_the_source() -> N
                 session, c = Collection.new_input(s)
                 return session, c.arrange_by_self()
 
-            session, arranged = rt.dataflow(source).results[0]
+            session, arranged = rt.dataflow(arranged_source).results[0]
             arranged.trace.close()
             running = rt.dataflow(lambda s: s).results[0]
             reader = arranged.spine.reader()
