@@ -167,12 +167,7 @@ def test_an_import_refused_by_a_running_dataflow_does_not_hold_the_source() -> N
 
     async def main() -> int:
         async with naiad.Runtime() as rt:
-
-            def source(s: naiad.Scope) -> Any:
-                session, c = Collection.new_input(s)
-                return session, c.arrange_by_self()
-
-            session, arranged = rt.dataflow(arranged_source).results[0]
+            session, arranged, _ = rt.dataflow(arranged_source).results[0]
             arranged.trace.close()
             running = rt.dataflow(lambda s: s).results[0]
             reader = arranged.spine.reader()
