@@ -115,6 +115,13 @@ class View:
                 f"view {self.name!r}: time {time!r} is not complete yet; its contents may change"
             )
         row = self._rows([time], f"time {time!r}")
+        if not lattice.beyond(row, self._least, self.lex)[0]:
+            # not a compaction's doing: no collection has times there (reading one would
+            # otherwise be blamed on set_logical_compaction, which the user never called)
+            raise ValueError(
+                f"view {self.name!r}: time {time!r} is before the least time {self._shape!r}: "
+                "times are never negative"
+            )
         if not lattice.beyond(row, self._since, self.lex)[0]:
             raise ValueError(
                 f"view {self.name!r}: time {time!r} is not in advance of the view's compaction "
@@ -125,7 +132,8 @@ class View:
             return {}
         u = self.runs[0]
         u = u.take(lattice.less_equal(u.times, row, self.lex))
-        u = u.retimed(np.zeros((len(u), 1), dtype=np.int64)).consolidate()
+        # at the time read, so that a multiplicity beyond int64 is reported there
+        u = u.retimed(np.repeat(row, len(u), axis=0)).consolidate()
         return dict(zip(records_of(u.data), u.diffs.tolist(), strict=True))
 
     @property

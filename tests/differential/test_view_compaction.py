@@ -306,3 +306,44 @@ def test_views_agree_with_and_without_compaction_on_numpy_records() -> None:
             session.close()
 
     asyncio.run(main())
+
+
+async def test_a_read_before_the_least_time_names_that_not_a_compaction() -> None:
+    """A negative time was refused as "not in advance of the compaction frontier [0]",
+    blaming a set_logical_compaction the user never called."""
+    async with naiad.Runtime() as rt:
+        ((session, view, loop_view),) = rt.dataflow(
+            lambda s: (lambda si, c: (si, c.view(name="V"), c.enter(s.iterative()).view()))(
+                *Collection.new_input(s)
+            )
+        ).results
+        session.insert(1)
+        session.advance_to(1)
+        await view.wait(0)
+        await loop_view.wait(Product(0, 5))
+        with pytest.raises(ValueError, match=r"view 'V': time -1 is before the least time 0"):
+            view.at(-1)
+        with pytest.raises(ValueError, match=r"is before the least time Product\(outer=0, inn"):
+            loop_view.at(Product(0, -1))
+        assert view.at(0) == {1: 1} and loop_view.at(Product(0, 0)) == {1: 1}
+        session.close()
+
+
+async def test_a_multiplicity_beyond_int64_is_reported_at_the_time_read() -> None:
+    """The read summed its updates at time 0 whatever the time read, and the overflow error
+    named time 0 for a read at 2."""
+    async with naiad.Runtime() as rt:
+        ((session, view),) = rt.dataflow(
+            lambda s: (lambda si, c: (si, c.view(name="V")))(*Collection.new_input(s))
+        ).results
+        for e in range(3):
+            session.update("r", 2**62)
+            session.advance_to(e + 1)
+        await view.wait(2)
+        assert view.at(0) == {"r": 2**62}
+        for t in (1, 2):
+            with pytest.raises(
+                OverflowError, match=rf"sum to {(t + 1) * 2**62} \(record 'r' at time {t}\)"
+            ):
+                view.at(t)
+        session.close()
