@@ -360,13 +360,13 @@ def test_a_view_reads_every_count_that_fits_and_refuses_the_others(
     epochs = fed_history(data.draw)
     epochs[-1] = epochs[-1] + [("a", -M), ("a", -M), ("a", M)]  # a change of 'a' beyond int64
     read = data.draw(st.sets(st.integers(0, len(epochs) - 1)))
-    counts_read = [c for e, c in enumerate(accumulations(epochs)) if e in read]
-    for counts, got in zip(counts_read, read_view(layout, epochs, read), strict=True):
+    counts_read = [(e, c) for e, c in enumerate(accumulations(epochs)) if e in read]
+    for (e, counts), got in zip(counts_read, read_view(layout, epochs, read), strict=True):
         if all(fits(n) for n in counts.values()):
             assert got == counts
-        else:
+        else:  # named at the time read
             assert isinstance(got, DiffOverflowError), got
-            assert re.search(r"\(record '[ab]' at time 0\)", str(got)), got
+            assert re.search(rf"\(record '[ab]' at time {e}\)", str(got)), got
 
 
 def test_a_view_holds_runs_whose_sums_leave_int64() -> None:
