@@ -101,7 +101,7 @@ async def test_waits_given_up_on_an_idle_input_are_not_kept(kind: str) -> None:
         for _ in range(50):  # epoch 1 cannot complete while the input stays open
             with pytest.raises(TimeoutError):
                 await asyncio.wait_for(probe.wait(1), 0.001)
-        assert len(probe._waiters) == 0
+        assert len(probe._waiters) == 0 and len(probe._times) == 0
         waiting = asyncio.ensure_future(probe.wait(1))  # a wait still under way is kept
         await asyncio.sleep(0)
         assert len(probe._waiters) == 1

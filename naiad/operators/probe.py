@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from naiad.actors.vertex import Vertex
 from naiad.dataflow.channels import Pipeline
 from naiad.dataflow.scope import NEVER_RUNS, BuildError
-from naiad.progress.antichain import Antichain, MutableAntichain
+from naiad.progress.antichain import Antichain, MutableAntichain, TimeQueue
 from naiad.progress.capability import Capability
 from naiad.progress.timestamp import as_time, as_time_like, same_shape
 
@@ -113,9 +113,14 @@ class ProbeHandle:
         # the least time of the streams probed through probe_with: they all have its shape
         # (Product or Lex at every level), and so must the times given to the handle
         self._shape: Any = None
-        # pending waits: future -> the time it waits for (a dict: a wait given up leaves at
-        # once, in O(1), not at the next frontier move, which an idle input may put off)
-        self._waiters: dict[asyncio.Future[None], Any] = {}
+        # pending waits, per time waited for (dicts: a wait given up leaves at once, in O(1),
+        # not at the next frontier move, which an idle input may put off); the times are
+        # indexed, so a frontier move costs the waits it completes, not a test of every wait
+        # (a driver awaiting one task per epoch would pay n**2 / 2 tests). Waits for every
+        # time (``wait()``) sit apart: they complete only when the frontier empties.
+        self._waiters: dict[Any, dict[asyncio.Future[None], None]] = {}
+        self._times = TimeQueue()  # the keys of ``_waiters``
+        self._at_end: dict[asyncio.Future[None], None] = {}
         self._failure: BaseException | None = None
         self._refusal: str | None = None  # why it has no frontier (its build raised)
 
@@ -157,11 +162,21 @@ class ProbeHandle:
         if self._ready(time):
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters[future] = time
+        if time is None:
+            futures = self._at_end
+        elif time in self._waiters:
+            futures = self._waiters[time]
+        else:
+            futures = self._waiters[time] = {}
+            self._times.add(time)
+        futures[future] = None
         try:
             await future
         finally:
-            self._waiters.pop(future, None)  # given up (a timeout, say), or already gone
+            futures.pop(future, None)  # given up (a timeout, say), or already gone
+            if not futures and time is not None and self._waiters.get(time) is futures:
+                del self._waiters[time]
+                self._times.discard(time)
 
     def _ready(self, time: Any) -> bool:
         if self._failure is not None:
@@ -169,18 +184,18 @@ class ProbeHandle:
         return self.done() if time is None else not self.less_equal(time)
 
     def _check_waiters(self) -> None:
-        if not self._waiters:  # (no frontier to compute: a meet, with several streams)
-            return
+        """Completes the waits whose time the frontier has passed (least time first)."""
+        if not self._waiters and not self._at_end:  # (no frontier to compute: a meet, with
+            return  # several streams)
         frontier = self.frontier  # once: with several streams it is a meet to compute
-        keep: dict[asyncio.Future[None], Any] = {}
-        for future, time in self._waiters.items():
-            if future.done():
-                continue
-            if frontier.is_empty() if time is None else not frontier.less_equal(time):
-                future.set_result(None)
-            else:
-                keep[future] = time
-        self._waiters = keep
+        done = [self._waiters.pop(t) for t in self._times.pop_ready([frontier])]
+        if frontier.is_empty():
+            done.append(self._at_end)
+            self._at_end = {}
+        for futures in done:
+            for future in futures:
+                if not future.done():
+                    future.set_result(None)
 
     def _check_runs(self) -> None:
         """Raises ``BuildError`` if the build that made this handle raised (see
@@ -197,10 +212,11 @@ class ProbeHandle:
     def _fail(self, exc: BaseException) -> None:
         if self._failure is None:  # the first failure, not a peer's echo of it
             self._failure = exc
-        for future in self._waiters:
-            if not future.done():
-                future.set_exception(exc)
-        self._waiters = {}
+        for futures in [*self._waiters.values(), self._at_end]:
+            for future in futures:
+                if not future.done():
+                    future.set_exception(exc)
+        self._waiters, self._times, self._at_end = {}, TimeQueue(), {}
 
 
 def probe(stream: Stream, name: str = "probe") -> ProbeHandle:
