@@ -23,6 +23,16 @@ later tick; the notification's capability is kept (``ready``) while the choice o
 time that would go there is not final. Waiting times sit in a heap in the tuple order, which
 lists a time before every time it precedes in the partial order: a release pops only the
 times at or before the latest ready tick.
+
+A time that cannot leave yet is set apart until what holds it changes, not examined at every
+frontier move (with many records waiting in a loop, that cost waiting times x moves): a time
+whose tick is not ready (or that has no tick) until that tick is notified; a time whose ready
+tick ``c`` is not final, for ``Product(int, int)`` times, until no element of the clock's
+frontier has an outer time before ``c``'s (for a complete ``c``, exactly what its finality
+asks of a time from an earlier epoch; times of other shapes are examined at each move). A
+new tick may change any time's choice: it puts them all back. Ticks dropped from the sorted
+list are marked and removed in bulk, so dropping the earliest of n ticks does not move the
+n - 1 others (a clock far ahead of the data cost n**2 / 2 moves).
 """
 
 from __future__ import annotations
@@ -30,6 +40,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from naiad.actors.vertex import Vertex
@@ -38,7 +49,7 @@ from naiad.dataflow.scope import StreamCore
 from naiad.operators.map import map_batch
 from naiad.progress.antichain import le
 from naiad.progress.capability import Capability
-from naiad.progress.timestamp import join
+from naiad.progress.timestamp import Product, join
 
 if TYPE_CHECKING:
     from naiad.operators.stream import Stream
@@ -49,11 +60,20 @@ DATA, CLOCK = 0, 1
 class ReclockVertex(Vertex):
     def __init__(self) -> None:
         self.waiting: dict[Any, list[Any]] = {}  # data time -> its batches
-        self.times: list[Any] = []  # the keys of ``waiting``, a heap in the tuple order
+        # the keys of ``waiting`` not set apart, a heap in the tuple order
+        self.times: list[Any] = []
         # the ticks that may still be chosen (those not complete yet, and the ready ones),
-        # sorted in the tuple order: a time's tick is the first at or after it there
+        # sorted in the tuple order: a time's tick is the first at or after it there; and
+        # those of them dropped since, still in the list until it is compacted
         self.ticks: list[Any] = []
+        self.gone: set[Any] = set()
         self.ready: dict[Any, Capability] = {}  # complete ticks some waiting time may go to
+        # times set apart: per tick not yet ready (None: no tick at or after them), and a
+        # heap of (the tick's outer time, time, tick) for Product(int, int) times whose ready
+        # tick waits for the clock to leave the earlier epochs
+        self.unready: dict[Any, list[Any]] = {}
+        self.blocked: list[tuple[int, Any, Any]] = []
+        self.parked: Counter[Any] = Counter()  # tick -> the times set apart that chose it
 
     def on_recv(self, port: int, cap: Capability, batch: Any) -> None:
         if port == CLOCK:
@@ -61,6 +81,7 @@ class ReclockVertex(Vertex):
             if i == len(ticks) or ticks[i] != cap.time:
                 ticks.insert(i, cap.time)
                 self.notify_at(cap)
+                self._unpark_all()  # the first tick at or after a time may be the new one
             return
         batches = self.waiting.get(cap.time)
         if batches is None:
@@ -79,24 +100,78 @@ class ReclockVertex(Vertex):
         if self.ready:  # a tick waits for the clock to pass what could come before it
             self._release()
 
+    def _unpark_all(self) -> None:
+        """Puts every time set apart back among the times to examine."""
+        times = self.times
+        for group in self.unready.values():
+            for time in group:
+                heapq.heappush(times, time)
+        for _, time, _ in self.blocked:
+            heapq.heappush(times, time)
+        self.unready, self.blocked = {}, []
+        self.parked.clear()
+
+    def _unpark(self, tick: Any, low: Any) -> None:
+        """Puts back among the times to examine those set apart for ``tick`` (if not None),
+        and the blocked ones whose tick's outer time is at most ``low`` (all if None)."""
+        times, blocked = self.times, self.blocked
+        back = self.unready.pop(tick, []) if tick is not None else []
+        self._unparked(tick, len(back))
+        while blocked and (low is None or blocked[0][0] <= low):
+            _, time, held = heapq.heappop(blocked)
+            self._unparked(held, 1)
+            back.append(time)
+        for time in back:
+            heapq.heappush(times, time)
+
+    def _unparked(self, tick: Any, n: int) -> None:
+        """``n`` times set apart for ``tick`` are not any more (no count stays at zero: one
+        per tick would pile up)."""
+        left = self.parked[tick] - n
+        if left:
+            self.parked[tick] = left
+        else:
+            self.parked.pop(tick, None)
+
+    def _tick(self, time: Any) -> Any:
+        """The first tick at or after ``time`` (None if none)."""
+        ticks, gone = self.ticks, self.gone
+        start = bisect.bisect_left(ticks, time)  # only these can be at or after it
+        return next(
+            (c for c in itertools.islice(ticks, start, None) if le(time, c) and c not in gone),
+            None,
+        )
+
     def _release(self, borrowed: Any = None) -> None:
         """Sends the waiting records whose tick is ready and final; drops the ready ticks
         that no waiting time can go to any more (the choice only moves earlier as ticks
         arrive, and no data can arrive at or before a complete tick). The capability of the
         tick ``borrowed`` is the notification's own."""
-        ticks, ready, times, waiting = self.ticks, self.ready, self.times, self.waiting
+        ready, times, waiting, parked = self.ready, self.times, self.waiting, self.parked
         frontier = self.frontier(CLOCK).frontier
+        # Product(int, int): a blocked time's tick is final once the clock left the epochs
+        # before the tick's (the least outer time of the frontier; None if it is empty)
+        low = min((f.outer for f in frontier), default=None) if self.blocked else None
+        self._unpark(borrowed, low)
         latest = max(ready)
         chosen: set[Any] = set()
         kept: list[Any] = []
         out: dict[Any, list[Any]] = {}
         while times and times[0] <= latest:
             time = heapq.heappop(times)
-            start = bisect.bisect_left(ticks, time)  # only these can be at or after it
-            tick = next((c for c in itertools.islice(ticks, start, None) if le(time, c)), None)
-            if tick is None or tick not in ready or any(join(f, time) < tick for f in frontier):
-                kept.append(time)
-                chosen.add(tick)
+            tick = self._tick(time)
+            if tick is None or tick not in ready:
+                self.unready.setdefault(tick, []).append(time)
+                if tick is not None:
+                    parked[tick] += 1
+                continue
+            if any(join(f, time) < tick for f in frontier):
+                if tick.__class__ is Product and tick.outer.__class__ is int:
+                    heapq.heappush(self.blocked, (tick.outer, time, tick))
+                    parked[tick] += 1
+                else:  # examined again at the next move
+                    kept.append(time)
+                    chosen.add(tick)
                 continue
             records = out.setdefault(tick, [])
             for batch in waiting.pop(time):
@@ -108,11 +183,15 @@ class ReclockVertex(Vertex):
             heapq.heappush(times, time)
         for tick, records in sorted(out.items()):
             self.send(ready[tick], records)
-        for tick in [c for c in ready if c not in chosen]:
+        gone = self.gone
+        for tick in [c for c in ready if c not in chosen and not parked[c]]:
             cap = ready.pop(tick)
             if tick != borrowed:
                 cap.drop()
-            del ticks[bisect.bisect_left(ticks, tick)]
+            gone.add(tick)
+        if len(gone) > len(self.ticks) // 2:  # compacted once half are gone: O(1) a tick
+            self.ticks[:] = [c for c in self.ticks if c not in gone]
+            gone.clear()
 
 
 def reclock(stream: Stream, clock: Stream, name: str = "reclock") -> Stream:

@@ -1,0 +1,183 @@
+"""``reclock`` with many ticks or many waiting times pays for what each frontier move
+releases, not for everything it holds (counted, never timed), and still chooses each record's
+tick as the plain-Python oracle does.
+
+Two costs were quadratic: dropping the earliest tick of the sorted tick list moved all the
+others (a clock n epochs ahead of the data: n**2 / 2 moves, 19,900 at n = 200); and in a loop,
+waiting times whose ready tick was not final yet were popped and pushed back at every frontier
+move (w records waiting through j moves: 2 * w * j heap operations, 80,801 at w = j = 200)."""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import naiad
+from naiad import Product
+from naiad.operators.reclock import ReclockVertex
+from tests.counting import Work
+from tests.test_reclock_partial_order import fed, oracle
+
+METHODS = ["on_recv", "on_notify", "on_frontier"]
+
+
+class Moves(list[Any]):
+    """A tick list counting the elements its inserts, deletions and rewrites move."""
+
+    work: Work
+
+    def insert(self, i: Any, x: Any) -> None:
+        self.work.counts["ticks moved"] += len(self) - i
+        super().insert(i, x)
+
+    def __delitem__(self, i: Any) -> None:
+        self.work.counts["ticks moved"] += len(self) - (i if isinstance(i, int) else 0)
+        super().__delitem__(i)
+
+    def __setitem__(self, i: Any, x: Any) -> None:
+        self.work.counts["ticks moved"] += len(self)
+        super().__setitem__(i, x)
+
+
+def counted(monkeypatch: pytest.MonkeyPatch) -> Work:
+    """Counts, within the reclock vertex, heap operations and the tick list's moves."""
+    work = Work(monkeypatch)
+    for method in METHODS:
+        work.within(ReclockVertex, method, "reclock")
+    work.count(heapq, "heappop")
+    work.count(heapq, "heappush")
+    init = ReclockVertex.__init__
+
+    def moves(self: ReclockVertex) -> None:
+        init(self)
+        self.ticks = Moves()
+        self.ticks.work = work
+
+    monkeypatch.setattr(ReclockVertex, "__init__", moves)
+    return work
+
+
+async def clock_ahead(epochs: int) -> list[Any]:
+    """The clock ticks at every epoch and closes; the data then follows one epoch at a time."""
+    async with naiad.Runtime(1) as rt:
+
+        def build(s: naiad.Scope) -> Any:
+            (data_in, data), (clock_in, clock) = s.new_input(), s.new_input()
+            out = data.reclock(clock)
+            return data_in, clock_in, out.collect(), out.probe()
+
+        df = rt.dataflow(build)
+        ((data_in, clock_in, out, probe),) = df.results
+        for t in range(epochs):
+            clock_in.send(["tick"])
+            clock_in.advance_to(t + 1)
+        clock_in.close()
+        await asyncio.sleep(0.05)  # every tick received
+        for t in range(epochs):
+            data_in.send([t])
+            data_in.advance_to(t + 1)
+            await probe.wait(t)
+        data_in.close()
+        await df.finished()
+    return out
+
+
+async def waiting_in_a_loop(records: int, moves: int) -> list[Any]:
+    """Records at ``(0, k)`` for k < ``records``, one tick at ``(1, records)``: complete while
+    the clock's frontier is still in epoch 0 (at ``(0, records + i)``), which then moves
+    ``moves`` times before leaving epoch 0; then the tick is final for the records, which
+    leave while the clock is still open in epoch 1."""
+    seen: list[Any] = []
+    async with naiad.Runtime(1) as rt:
+
+        def build(s: naiad.Scope) -> Any:
+            with s.iterative() as loop:
+                handle, stream = loop.new_unordered_input()
+                data = stream.filter(lambda r: r[0] == "d").map(lambda r: r[1])
+                clock = stream.filter(lambda r: r[0] == "c")
+                out = data.reclock(clock)
+                out.inspect_batch(lambda t, b: seen.extend((t, i) for i in b))
+                probe = out.leave().probe()
+            return handle, probe
+
+        ((handle, probe),) = rt.dataflow(build).results
+        start = handle.capability
+        holds = [start.delayed(Product(0, records + i)) for i in range(1, moves + 1)]
+        caps = [start.delayed(Product(0, k)) for k in range(records)]
+        tick = start.delayed(Product(1, records))
+        later = start.delayed(Product(1, records + 1))  # the clock stays in epoch 1
+        start.drop()
+        tick.send([("c", 0)])
+        tick.drop()
+        for k, cap in enumerate(caps):
+            cap.send([("d", k)])
+            cap.drop()
+        await asyncio.sleep(0.05)  # the tick is ready, the records wait for the clock
+        for cap in holds:
+            assert seen == []
+            cap.drop()  # one frontier move
+            for _ in range(3):
+                await asyncio.sleep(0)
+        for _ in range(100):  # out of epoch 0: the tick is final while epoch 1 goes on
+            if seen:
+                break
+            await asyncio.sleep(0.001)
+        assert len(seen) == records
+        later.drop()
+        await asyncio.wait_for(probe.wait(), 30)
+    return seen
+
+
+@pytest.mark.timeout(120)
+def test_a_clock_far_ahead_costs_a_tick_per_epoch(monkeypatch: pytest.MonkeyPatch) -> None:
+    work = counted(monkeypatch)
+    cost = {}
+    for n in (200, 400):
+        work.reset()
+        assert asyncio.run(clock_ahead(n)) == [(t, t) for t in range(n)]
+        cost[n] = work.total
+    # the old list deletions: n**2 / 2 moves (19,900 at n = 200, 20,700 in all; 990 now)
+    assert cost[200] <= 2_000 and cost[400] <= 2.5 * cost[200], cost
+    assert cost[200] > 0, cost  # the counting reached the vertex
+
+
+@pytest.mark.timeout(120)
+def test_records_waiting_in_a_loop_cost_their_release(monkeypatch: pytest.MonkeyPatch) -> None:
+    work = counted(monkeypatch)
+    cost = {}
+    for n in (200, 400):
+        work.reset()
+        got = asyncio.run(waiting_in_a_loop(n, n))
+        assert sorted(got) == [(Product(1, n), k) for k in range(n)]
+        cost[n] = work.total
+    # the old re-examination: 2 x records x moves heap operations (80,801 at n = 200; 1,201)
+    assert cost[200] <= 2_000 and cost[400] <= 2.5 * cost[200], cost
+    assert cost[200] > 0, cost
+
+
+wide_times = st.builds(Product, st.integers(0, 3), st.integers(0, 6))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    data=st.lists(wide_times, min_size=1, max_size=12),
+    ticks=st.lists(wide_times, min_size=1, max_size=8),
+    by_counter=st.booleans(),
+    shuffle=st.randoms(use_true_random=False),
+)
+def test_times_set_apart_still_leave_at_the_least_tick(
+    data: list[Any], ticks: list[Any], by_counter: bool, shuffle: Any
+) -> None:
+    """More records and ticks than ``test_reclock_partial_order`` tries, so that records wait
+    for ticks not ready yet, for ticks not final yet, and for ticks that come later."""
+    order = sorted(set(data) | set(ticks))
+    shuffle.shuffle(order)
+    if by_counter:
+        order.sort(key=lambda t: (t.inner, -t.outer))
+    got = asyncio.run(fed(data, ticks, order, 3, {"workers": 1}))
+    assert got == oracle(data, ticks)
