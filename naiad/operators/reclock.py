@@ -22,7 +22,7 @@ it releases at, which is enough, because data at ``t <= c`` can only be released
 later tick; the notification's capability is kept (``ready``) while the choice of a waiting
 time that would go there is not final. Waiting times sit in a heap in the tuple order, which
 lists a time before every time it precedes in the partial order: a release pops only the
-times at or before the latest ready tick.
+times at or before the latest tick notified.
 
 A time that cannot leave yet is set apart until what holds it changes, not examined at every
 frontier move (with many records waiting in a loop, that cost waiting times x moves): a time
@@ -30,7 +30,8 @@ whose tick is not ready (or that has no tick) until that tick is notified; a tim
 tick ``c`` is not final, for ``Product(int, int)`` times, until no element of the clock's
 frontier has an outer time before ``c``'s (for a complete ``c``, exactly what its finality
 asks of a time from an earlier epoch; times of other shapes are examined at each move). A
-new tick may change any time's choice: it puts them all back. Ticks dropped from the sorted
+new tick may change any time's choice: it puts them all back. Only the ready ticks that may
+have lost the last time that chose them are tested for dropping. Ticks dropped from the sorted
 list are marked and removed in bulk, so dropping the earliest of n ticks does not move the
 n - 1 others (a clock far ahead of the data cost n**2 / 2 moves).
 """
@@ -68,6 +69,12 @@ class ReclockVertex(Vertex):
         self.ticks: list[Any] = []
         self.gone: set[Any] = set()
         self.ready: dict[Any, Capability] = {}  # complete ticks some waiting time may go to
+        # the latest tick notified: times after it cannot go to a ready tick (a bound that
+        # never falls: a time popped whose tick is not ready just waits apart)
+        self.latest: Any = None
+        # the ready ticks that may have lost the last time that chose them (only these are
+        # tested for dropping: not every ready tick at every move)
+        self.loose: set[Any] = set()
         # times set apart: per tick not yet ready (None: no tick at or after them), and a
         # heap of (the tick's outer time, time, tick) for Product(int, int) times whose ready
         # tick waits for the clock to leave the earlier epochs
@@ -92,6 +99,9 @@ class ReclockVertex(Vertex):
     def on_notify(self, cap: Capability) -> None:
         ready = self.ready
         ready[cap.time] = cap  # borrowed: kept only if the choice of some time is not final
+        self.loose.add(cap.time)
+        if self.latest is None or self.latest < cap.time:
+            self.latest = cap.time
         self._release(cap.time)
         if cap.time in ready:
             ready[cap.time] = cap.retain()
@@ -109,6 +119,7 @@ class ReclockVertex(Vertex):
         for _, time, _ in self.blocked:
             heapq.heappush(times, time)
         self.unready, self.blocked = {}, []
+        self.loose.update(self.parked)
         self.parked.clear()
 
     def _unpark(self, tick: Any, low: Any) -> None:
@@ -132,6 +143,7 @@ class ReclockVertex(Vertex):
             self.parked[tick] = left
         else:
             self.parked.pop(tick, None)
+            self.loose.add(tick)
 
     def _tick(self, time: Any) -> Any:
         """The first tick at or after ``time`` (None if none)."""
@@ -153,8 +165,7 @@ class ReclockVertex(Vertex):
         # before the tick's (the least outer time of the frontier; None if it is empty)
         low = min((f.outer for f in frontier), default=None) if self.blocked else None
         self._unpark(borrowed, low)
-        latest = max(ready)
-        chosen: set[Any] = set()
+        latest, loose = self.latest, self.loose
         kept: list[Any] = []
         out: dict[Any, list[Any]] = {}
         while times and times[0] <= latest:
@@ -171,24 +182,29 @@ class ReclockVertex(Vertex):
                     parked[tick] += 1
                 else:  # examined again at the next move
                     kept.append(time)
-                    chosen.add(tick)
                 continue
-            records = out.setdefault(tick, [])
+            records = out.get(tick)
+            if records is None:
+                records = out[tick] = []
+                loose.add(tick)
             for batch in waiting.pop(time):
                 if batch.__class__ is list:
                     records.extend(batch)
                 else:  # an array goes whole
                     self.send(ready[tick], batch)
-        for time in kept:
-            heapq.heappush(times, time)
         for tick, records in sorted(out.items()):
             self.send(ready[tick], records)
+        chosen = {self._tick(time) for time in kept}  # (their ticks stay loose)
+        for time in kept:
+            heapq.heappush(times, time)
         gone = self.gone
-        for tick in [c for c in ready if c not in chosen and not parked[c]]:
-            cap = ready.pop(tick)
-            if tick != borrowed:
-                cap.drop()
-            gone.add(tick)
+        for tick in loose:
+            if tick in ready and tick not in chosen and tick not in parked:
+                cap = ready.pop(tick)
+                if tick != borrowed:
+                    cap.drop()
+                gone.add(tick)
+        self.loose = chosen
         if len(gone) > len(self.ticks) // 2:  # compacted once half are gone: O(1) a tick
             self.ticks[:] = [c for c in self.ticks if c not in gone]
             gone.clear()
