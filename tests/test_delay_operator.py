@@ -1,6 +1,7 @@
 """``delay`` and ``delay_batch`` against a plain-Python oracle: every record at its new time,
-delivered only once the input has passed that time, in one message per time and worker; on 1
-and 2 workers and 2 simulated processes."""
+delivered only once the input has passed that time (records of lists in one message per time
+and worker, the batches of ``delay_batch`` one message each); on 1 and 2 workers and 2
+simulated processes."""
 
 from __future__ import annotations
 
@@ -114,6 +115,44 @@ def test_many_pending_times_complete_in_order() -> None:
     (got,) = naiad.run(build)
     assert sorted(got) == sorted([(1000 - 3 * r, r) for r in range(300)] + [(980, 7)])
     assert seen == sorted(seen) and len(seen) == 301  # every time its own
+
+
+async def test_the_messages_of_a_time_one_per_kind_of_batch() -> None:
+    """What waits for one new time leaves at its notification: ``delay`` as one list for the
+    records that came in lists and one array per dtype for the rows of numpy batches;
+    ``delay_batch`` as the batches themselves, one message each."""
+    messages: dict[str, list[Any]] = {"delay": [], "delay_batch": []}
+    async with naiad.Runtime(1) as rt:
+
+        def build(s: naiad.Scope) -> Any:
+            handle, stream = s.new_input()
+            stream.delay(lambda r, t: 5).inspect_batch(
+                lambda t, b: messages["delay"].append((t, b))
+            )
+            stream.delay_batch(lambda t: 5).inspect_batch(
+                lambda t, b: messages["delay_batch"].append((t, b))
+            )
+            return handle, stream.probe()
+
+        ((handle, probe),) = rt.dataflow(build).results
+        sent = [[1, 2], np.array([3, 4]), [5], np.array([6.5]), np.array([7])]
+        for epoch, batch in enumerate(sent):
+            handle.send(batch)
+            handle.advance_to(epoch + 1)
+        await asyncio.wait_for(probe.wait(4), 10)
+        assert messages == {"delay": [], "delay_batch": []}  # time 5 is still open
+        handle.close()
+        await asyncio.wait_for(probe.wait(), 10)
+
+    def kinds(batches: list[Any]) -> list[tuple[str, list[Any]]]:
+        return [(getattr(b, "dtype", "list"), list(b)) for _, b in batches]
+
+    assert {t for _, batches in messages.items() for t, _ in batches} == {5}
+    assert sorted(kinds(messages["delay"]), key=str) == sorted(
+        [("list", [1, 2, 5]), (np.dtype(np.int64), [3, 4, 7]), (np.dtype(np.float64), [6.5])],
+        key=str,
+    )
+    assert kinds(messages["delay_batch"]) == kinds([(5, b) for b in sent])
 
 
 def test_delay_inside_a_loop() -> None:

@@ -5,7 +5,12 @@ time once the input can no longer produce anything at or before it: the operator
 what waits per new time and holds one notification (so one capability) per pending time;
 the worker's notification machinery indexes many pending times (a ``TimeQueue``) and
 delivers them least first as the frontier passes. So the output frontier never passes a
-time that records still wait for, and every time's records leave together, in one message.
+time that records still wait for, and every time's records leave together, at its
+notification: ``delay`` sends the records that came in lists as one list, and the rows that
+came in numpy batches as one array per dtype and row shape (one message per time, then, unless
+lists and arrays, or arrays of several dtypes, wait for it); ``delay_batch`` sends every batch
+whole, as it came, one message per batch (as timely's ``delay_batch``: batches are not copied
+together).
 """
 
 from __future__ import annotations
@@ -96,11 +101,12 @@ class DelayVertex(Vertex):
         held = self.waiting.pop(cap.time, [])
         if self.per_record:
             self.send(cap, held)
-            arrays = self.arrays.pop(cap.time, [])
-            if len({(a.dtype, a.shape[1:]) for a in arrays}) == 1:
-                arrays = [np.concatenate(arrays)] if len(arrays) > 1 else arrays
-            for array in arrays:
-                self.send(cap, array)
+            # one array per dtype and row shape: arrays of one kind concatenate losslessly
+            kinds: dict[tuple[Any, ...], list[np.ndarray]] = {}
+            for array in self.arrays.pop(cap.time, []):
+                kinds.setdefault((array.dtype, array.shape[1:]), []).append(array)
+            for arrays in kinds.values():
+                self.send(cap, np.concatenate(arrays) if len(arrays) > 1 else arrays[0])
         else:
             for batch in held:
                 self.send(cap, batch)
@@ -148,7 +154,7 @@ def delay(stream: Stream, f: Callable[[Any, Any], Any], name: str = "delay") -> 
 
 def delay_batch(stream: Stream, f: Callable[[Any], Any], name: str = "delay_batch") -> Stream:
     """Each batch re-timed, whole, to ``f(time)`` (one call per batch: numpy batches stay
-    arrays), delivered once the input has passed the new time.
+    arrays), delivered once the input has passed the new time, one message per batch.
 
     >>> import naiad
     >>> naiad.run(lambda s: s.from_epochs([[7], [8]]).delay_batch(lambda t: 2 * t + 1).collect())
