@@ -68,6 +68,11 @@ class CaptureLog(Sequence[Any]):
         self.failure: BaseException | None = None  # what stopped the captured dataflow
         self._listeners: list[Any] = []  # called after each append (replays following it)
         self._waiters: list[asyncio.Future[None]] = []  # follow() waiting for more
+        # the frontier of the first ``_folded`` events: ``complete`` folds in only the events
+        # added since (polling a growing log re-read every event at every call)
+        self._frontier = MutableAntichain()
+        self._frontier.update_iter([(minimum, 1)])
+        self._folded = 0
 
     @property
     def events(self) -> list[Any]:
@@ -91,7 +96,13 @@ class CaptureLog(Sequence[Any]):
     @property
     def complete(self) -> bool:
         """Whether the frontier of the events so far is empty: the stream ended."""
-        return not self.frontiers()[-1]
+        events, frontier = self._events, self._frontier
+        while self._folded < len(events):
+            event = events[self._folded]
+            if event[0] == PROGRESS:
+                frontier.update_iter(event[1])
+            self._folded += 1
+        return frontier.is_empty()
 
     def records(self) -> list[tuple[Any, Any]]:
         """The ``(time, record)`` pairs of the messages so far, in arrival order."""
