@@ -148,11 +148,26 @@ class ReclockVertex(Vertex):
     def _tick(self, time: Any) -> Any:
         """The first tick at or after ``time`` (None if none)."""
         ticks, gone = self.ticks, self.gone
-        start = bisect.bisect_left(ticks, time)  # only these can be at or after it
-        return next(
-            (c for c in itertools.islice(ticks, start, None) if le(time, c) and c not in gone),
-            None,
-        )
+        i = bisect.bisect_left(ticks, time)  # only these can be at or after it
+        if time.__class__ is not Product or time.outer.__class__ is not int:
+            return next(
+                (c for c in itertools.islice(ticks, i, None) if le(time, c) and c not in gone),
+                None,
+            )
+        # Product(int, int): the ticks from i on have an outer time at or after ``time``'s,
+        # so a tick is at or after it when its counter is; an epoch whose next counter is
+        # lower is skipped to its first counter that is not, by bisection (a scan read every
+        # tick of every epoch in between: records at (0, k) and ticks at (1, k) cost k each)
+        inner, n = time.inner, len(ticks)
+        while i < n:
+            c = ticks[i]
+            if c.inner < inner:
+                i = bisect.bisect_left(ticks, Product(c.outer, inner), i)
+            elif c in gone:
+                i += 1
+            else:
+                return c
+        return None
 
     def _release(self, borrowed: Any = None) -> None:
         """Sends the waiting records whose tick is ready and final; drops the ready ticks
