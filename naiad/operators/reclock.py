@@ -127,7 +127,8 @@ class ReclockVertex(Vertex):
         and the blocked ones whose tick's outer time is at most ``low`` (all if None)."""
         times, blocked = self.times, self.blocked
         back = self.unready.pop(tick, []) if tick is not None else []
-        self._unparked(tick, len(back))
+        if back:
+            self._unparked(tick, len(back))
         while blocked and (low is None or blocked[0][0] <= low):
             _, time, held = heapq.heappop(blocked)
             self._unparked(held, 1)
