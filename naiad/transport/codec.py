@@ -209,8 +209,18 @@ def packb(obj: Any) -> bytes:
     [('a', 1), Product(outer=2, inner=3), {'k': None}]
     >>> unpackb(packb([-(2**70), 2**64, 2**64 - 1])) == [-(2**70), 2**64, 2**64 - 1]
     True
+    >>> unpackb(packb(["\\ud800x", {"\\udfff": 1}])) == ["\\ud800x", {"\\udfff": 1}]
+    True
     """
-    return msgpack.packb(obj, default=_default, strict_types=True, use_bin_type=True)
+    # surrogatepass: any Python str crosses, a lone surrogate ('\ud800') too, which strict
+    # UTF-8 refuses (both ends use it)
+    return msgpack.packb(
+        obj,
+        default=_default,
+        strict_types=True,
+        use_bin_type=True,
+        unicode_errors="surrogatepass",
+    )
 
 
 def check_sendable(record: Any) -> None:
@@ -230,7 +240,13 @@ def check_sendable(record: Any) -> None:
 
 def unpackb(data: bytes | memoryview) -> Any:
     try:
-        return msgpack.unpackb(data, ext_hook=_ext_hook, raw=False, strict_map_key=False)
+        return msgpack.unpackb(
+            data,
+            ext_hook=_ext_hook,
+            raw=False,
+            strict_map_key=False,
+            unicode_errors="surrogatepass",
+        )
     except FrameError:
         raise
     except Exception as exc:  # msgpack raises several types for malformed input

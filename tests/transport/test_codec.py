@@ -121,6 +121,17 @@ def test_records_of_any_python_values_cross_the_wire(batch: list[Any]) -> None:
     assert time == 3 and shape(back) == shape(batch)
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.text(st.characters(categories=["Cs", "L"]), max_size=4), max_size=6))
+def test_strings_with_lone_surrogates_cross_the_wire(strings: list[str]) -> None:
+    """Regression: a Python str holding a lone surrogate ('\\ud800', legal in Python, not in
+    strict UTF-8) raised UnicodeEncodeError in msgpack: as a record, a numpy string scalar,
+    a tuple field or a dict key."""
+    batch = [*strings, *map(np.str_, strings), tuple(strings), {s: 1 for s in strings}]
+    time, back = decode_message(b"".join(bytes(p) for p in encode_message(3, batch)))
+    assert time == 3 and back == batch
+
+
 BEYOND_64_BITS = st.integers(0, 9) | st.integers(2**64, 2**70)
 
 
