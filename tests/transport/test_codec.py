@@ -9,7 +9,7 @@ from typing import Any
 import msgpack
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -121,8 +121,12 @@ def test_records_of_any_python_values_cross_the_wire(batch: list[Any]) -> None:
     assert time == 3 and shape(back) == shape(batch)
 
 
+SURROGATES = st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF)
+
+
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.text(st.characters(categories=["Cs", "L"]), max_size=4), max_size=6))
+@given(st.lists(st.text(SURROGATES | st.characters(categories=["L"]), max_size=4), max_size=6))
+@example(["\ud800", "a\udfff"])
 def test_strings_with_lone_surrogates_cross_the_wire(strings: list[str]) -> None:
     """Regression: a Python str holding a lone surrogate ('\\ud800', legal in Python, not in
     strict UTF-8) raised UnicodeEncodeError in msgpack: as a record, a numpy string scalar,
