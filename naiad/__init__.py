@@ -5,7 +5,7 @@
 [[(0, 2), (0, 3), (1, 4)]]
 """
 
-from naiad.actors.supervision import DataflowStopped
+from naiad.actors.supervision import DataflowDropped, DataflowStopped
 from naiad.actors.vertex import Vertex
 from naiad.dataflow.channels import Broadcast, Exchange, Pipeline
 from naiad.dataflow.scope import BuildError
@@ -37,6 +37,7 @@ __all__ = [
     "CaptureLog",
     "CycleError",
     "Dataflow",
+    "DataflowDropped",
     "DataflowStopped",
     "Exchange",
     "FeedbackHandle",

@@ -51,6 +51,11 @@ class DataflowStopped(RuntimeError):
     """The runtime stopped because another part of the dataflow failed."""
 
 
+class DataflowDropped(DataflowStopped):
+    """The dataflow was dropped (``Dataflow.drop``) while it ran: its handles refuse with
+    this error, and the rest of the runtime goes on."""
+
+
 def interrupted(exc: BaseException) -> BaseException:
     """The failure to record when ``exc`` stops the runtime from outside its callbacks: an
     ``Exception`` as itself; a ``CancelledError`` (a timeout, say), ``KeyboardInterrupt`` or
@@ -72,7 +77,12 @@ def interrupted(exc: BaseException) -> BaseException:
 
 def stopped(what: str, failure: BaseException) -> DataflowStopped:
     """The error for a call that the runtime can no longer serve since ``failure`` stopped
-    it: it names the failure and is caused by it (the original traceback follows)."""
+    it: it names the failure and is caused by it (the original traceback follows). A
+    dropped dataflow's handles say that it was dropped: the runtime itself goes on."""
+    if isinstance(failure, DataflowDropped):
+        dropped = DataflowDropped(f"{what}: {failure}")
+        dropped.__cause__ = failure
+        return dropped
     error = DataflowStopped(
         f"{what}: the runtime has stopped after an error: {type(failure).__name__}: {failure}"
     )

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sized
 from typing import TYPE_CHECKING, Any, Protocol
 
 from naiad.actors.actor import MAX_CUT_THROUGH_DEPTH, Actor
-from naiad.actors.supervision import annotate, stopped
+from naiad.actors.supervision import DataflowDropped, annotate, stopped
 from naiad.progress.antichain import INDEX_ABOVE, MutableAntichain, TimeQueue, le
 from naiad.progress.capability import Capability, CapabilityError
 from naiad.progress.change_batch import ChangeBatch
@@ -119,6 +119,13 @@ class Vertex:
         """The build of this vertex's dataflow raised (on this worker or another one), so it
         never runs: undo what the constructor registered outside the dataflow (a stream on
         a shared probe handle, a reader's hold on an imported trace)."""
+
+    def dropped(self, error: DataflowDropped) -> None:
+        """Its dataflow was dropped while running (``Dataflow.drop``), so it never runs
+        again: release what it holds outside the dataflow, and make its handles refuse
+        with ``error``. By default, what :meth:`build_failed` undoes (a reader's hold on an
+        imported trace) is undone."""
+        self.build_failed()
 
     # --- services --------------------------------------------------------------------------
     def send(self, at: Capability | Any, batch: Any, port: int = 0) -> None:
@@ -324,7 +331,7 @@ class VertexShard(Actor):
         refilling the mailbox this loop empties, so the worker never yielded (no timeout,
         cancellation or Ctrl-C took effect) and never flushed its progress."""
         mailbox = self.mailbox
-        if not mailbox:
+        if not mailbox or self.failure is not None:  # (a dropped dataflow's: never runs)
             return
         budget = len(mailbox)
         worker = self.worker
@@ -363,7 +370,10 @@ class VertexShard(Actor):
             worker.stack_depth -= 1
 
     def receive(self, port: int, time: Any, batch: Any, cut_through: bool) -> None:
-        """Accepts a message (already counted at its target by the sender)."""
+        """Accepts a message (already counted at its target by the sender); discards it
+        once the dataflow has stopped (dropped, its progress forgotten)."""
+        if self.failure is not None:
+            return
         self.mailbox.append((port, time, batch))
         resident = self.resident
         if resident is not None:
@@ -410,6 +420,8 @@ class VertexShard(Actor):
         the next activation, so that queued messages run first (a source without inputs
         would otherwise emit all its epochs in one activation).
         """
+        if self.failure is not None:  # stopped (dropped): nothing of it runs any more
+            return
         pending = self.pending
         if pending:
             # The ready times, then a heap: a vertex holding n pending times delivers all that
@@ -438,6 +450,8 @@ class VertexShard(Actor):
                         self._call(self.logic.on_notify, cap, "being notified", cap)
                         cap._borrowed = False
                         cap._release()  # the worker submits the batch after the activation
+                        if self.failure is not None:  # on_notify dropped its own dataflow
+                            return
                         if fresh:  # requested by on_notify: ready ones up to limit go first
                             for t in fresh:
                                 if t in pending and not t > limit and not self._blocked(t):

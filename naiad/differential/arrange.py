@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from naiad.actors.supervision import DataflowStopped
+from naiad.actors.supervision import DataflowDropped, DataflowStopped
 from naiad.actors.vertex import StatelessVertex, Vertex
 from naiad.dataflow.channels import Exchange, Pipeline
 from naiad.differential import lattice
@@ -103,6 +103,10 @@ class ArrangeVertex(Vertex):
 
     def dataflow_stopped(self, failure: BaseException) -> None:
         self.spine.stop(failure)  # imports of this arrangement must not wait for more
+
+    def followers(self) -> list[Vertex]:
+        """The imports of this arrangement still following it."""
+        return list(self.spine.importers)
 
     def on_recv(self, port: int, cap: Capability, batch: Updates) -> None:
         if len(batch):
@@ -655,13 +659,17 @@ class _ImportVertex(ImportVertex):
         # the imported history, compacted to what the source allows
         self.queue = list(self.spine.batches)
         self.spine.listeners.append(self._arrived)
-        self.spine.stop_listeners.append(self._source_stopped)
+        self.spine.importers.append(self)
         self._drain()
 
     def build_failed(self) -> None:
         self.handle.close()  # it would hold the source's trace uncompacted for ever
 
-    def _source_stopped(self, failure: BaseException) -> None:
+    def dropped(self, error: DataflowDropped) -> None:
+        self._unfollow()  # the source goes on without this reader
+        self.handle.close()
+
+    def source_stopped(self, failure: BaseException) -> None:
         """The source dataflow stopped before completing: its upper frontier will never
         move, so this dataflow could never complete either; it fails (in its own worker,
         at the notification asked for here) rather than wait for ever."""
@@ -707,12 +715,17 @@ class _ImportVertex(ImportVertex):
         upper = self.spine.upper
         if not len(upper) or self.closed:
             cap.drop()
-            self.spine.listeners.remove(self._arrived)
-            self.spine.stop_listeners.remove(self._source_stopped)
+            self._unfollow()
         elif int(upper[0, 0]) > cap.time:
             cap.downgrade(int(upper[0, 0]))
         # (called from the source's callbacks too, and from close_inputs in anyone's)
         self.shard.worker.flush_outside_activation()
+
+    def _unfollow(self) -> None:
+        """Stops hearing of the source's batches (once; it may never have started)."""
+        if self in self.spine.importers:
+            self.spine.listeners.remove(self._arrived)
+            self.spine.importers.remove(self)
 
 
 def import_trace(

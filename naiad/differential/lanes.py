@@ -100,6 +100,12 @@ class LanedVertex(Vertex):
             if stopped is not None:
                 stopped(failure)
 
+    def followers(self) -> list[Vertex]:
+        found: list[Vertex] = []
+        for vertex in self.inner.values():
+            found.extend(getattr(vertex, "followers", list)())
+        return found
+
     def build_failed(self) -> None:
         for vertex in self.inner.values():
             vertex.build_failed()

@@ -484,6 +484,10 @@ class ReduceVertex(Vertex):
     def dataflow_stopped(self, failure: BaseException) -> None:
         self.output.stop(failure)  # imports of this reduction must not wait for more
 
+    def followers(self) -> list[Vertex]:
+        """The imports of this reduction's output still following it."""
+        return list(self.output.importers)
+
     def _add_pending(self, groups: Columns, times: np.ndarray) -> list[Any]:
         """Makes the ``(group, time)`` pairs pending; the times that were not pending before."""
         added = []

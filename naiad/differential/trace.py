@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from naiad.actors.supervision import DataflowStopped
+from naiad.actors.supervision import DataflowDropped, DataflowStopped
 from naiad.differential import lattice
 from naiad.differential.diff_arithmetic import DiffOverflowError, describe_row
 from naiad.differential.updates import (
@@ -481,9 +481,10 @@ class Spine:
         self.handles: weakref.WeakSet[TraceHandle] = weakref.WeakSet()
         self.listeners: list[Any] = []
         # what stopped the dataflow maintaining this spine before it completed (no batch will
-        # come), and who wants to hear of it: imports into other dataflows
+        # come), and who wants to hear of it: the imports following it (other dataflows';
+        # the one maintaining it cannot be dropped while they follow)
         self.stopped: BaseException | None = None
-        self.stop_listeners: list[Callable[[BaseException], None]] = []
+        self.importers: list[Any] = []  # each with source_stopped(failure)
         # probes of the upper frontier (this spine's, its views'), woken as it moves: what
         # TraceHandle.wait awaits. Weak: a view's probe goes with the view
         self.watchers: weakref.WeakSet[ProbeHandle] = weakref.WeakSet()
@@ -685,8 +686,8 @@ class Spine:
         if self.stopped is not None or not len(self.upper):
             return
         self.stopped = failure
-        for listener in list(self.stop_listeners):
-            listener(failure)
+        for importer in list(self.importers):
+            importer.source_stopped(failure)
         for probe in list(self.watchers):
             probe._fail(failure)
 
@@ -1120,7 +1121,9 @@ class TraceHandle:
 
     def _never_complete(self, time: Any, failure: BaseException) -> DataflowStopped:
         what = "every time" if time is None else f"time {time!r}"
-        return DataflowStopped(
+        # a dropped dataflow's trace says so as its other handles do
+        kind = DataflowDropped if isinstance(failure, DataflowDropped) else DataflowStopped
+        return kind(
             f"trace {self.spine.name!r}: {what} will never be complete: the dataflow "
             f"maintaining the trace stopped before completing ({type(failure).__name__}: "
             f"{failure}), its upper frontier at {self.upper}"

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from naiad.actors.supervision import DataflowDropped
 from naiad.actors.vertex import Vertex
 from naiad.differential import lattice
 from naiad.differential.trace import TAIL_BATCHES, TAIL_ROWS
@@ -293,6 +294,9 @@ class ViewVertex(Vertex):
 
     def build_failed(self) -> None:
         self.handle._never_runs(f"view {self.view.name!r}")
+
+    def dropped(self, error: DataflowDropped) -> None:
+        self.handle._drop(DataflowDropped(f"view {self.view.name!r}: {error}"))
 
     def on_frontier(self) -> None:
         if not self.view.history:

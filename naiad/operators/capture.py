@@ -27,7 +27,7 @@ import asyncio
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from naiad.actors.supervision import DataflowStopped
+from naiad.actors.supervision import DataflowDropped, DataflowStopped
 from naiad.actors.vertex import Vertex
 from naiad.dataflow.channels import Pipeline
 from naiad.dataflow.scope import BuildError
@@ -66,7 +66,7 @@ class CaptureLog(Sequence[Any]):
         self.minimum = minimum  # the least time: the frontier a log starts from
         self.live = False  # a running capture still appends to it
         self.failure: BaseException | None = None  # what stopped the captured dataflow
-        self._listeners: list[Any] = []  # called after each append (replays following it)
+        self._followers: list[ReplayVertex] = []  # woken after each append
         self._waiters: list[asyncio.Future[None]] = []  # follow() waiting for more
         # the frontier of the first ``_folded`` events: ``complete`` folds in only the events
         # added since (polling a growing log re-read every event at every call)
@@ -151,8 +151,8 @@ class CaptureLog(Sequence[Any]):
         for future in waiters:
             if not future.done():
                 future.set_result(None)
-        for listener in list(self._listeners):
-            listener()
+        for follower in list(self._followers):
+            follower.wake()
 
 
 def _stopped(what: str, failure: BaseException) -> DataflowStopped:
@@ -191,6 +191,10 @@ class CaptureVertex(Vertex):
     def dataflow_stopped(self, failure: BaseException) -> None:
         self.log._stop(failure)
 
+    def followers(self) -> list[Vertex]:
+        """The replays following this log while it grows."""
+        return list(self.log._followers)
+
 
 class ReplayVertex(ImportVertex):
     """Emits the messages of its logs and holds capabilities for the meet of their
@@ -211,15 +215,16 @@ class ReplayVertex(ImportVertex):
         self.minimum = cap.time
         for log, held in zip(self.logs, self.held, strict=True):
             held.update_iter([(cap.time, 1)])
-            log._listeners.append(self._wake)
+            log._followers.append(self)
         self.counts.update_iter([(cap.time, len(self.logs))])
         self.caps = {cap.time: cap.retain()}
         self.following = True
 
-    def _wake(self) -> None:
+    def wake(self) -> None:
+        """A log it follows grew (or ended): one step of replay at the next activation."""
         self.shard.worker.schedule_notify(self.shard)
 
-    def on_frontier(self) -> None:  # scheduled at start and by _wake: one step of replay
+    def on_frontier(self) -> None:  # scheduled at start and by wake: one step of replay
         if not self.caps:
             return
         more = False
@@ -237,7 +242,7 @@ class ReplayVertex(ImportVertex):
                     )
             self._unfollow()
         elif more:
-            self._wake()  # the next progress event at the next activation
+            self.wake()  # the next progress event at the next activation
 
     def _step(self, i: int, log: CaptureLog) -> bool:
         """Replays log ``i`` up to and including its next progress event; returns whether
@@ -324,11 +329,14 @@ class ReplayVertex(ImportVertex):
     def dataflow_stopped(self, failure: BaseException) -> None:
         self._unfollow()
 
+    def dropped(self, error: DataflowDropped) -> None:
+        self._unfollow()
+
     def _unfollow(self) -> None:
         if self.following:
             self.following = False
             for log in self.logs:
-                log._listeners.remove(self._wake)
+                log._followers.remove(self)
 
 
 def capture(

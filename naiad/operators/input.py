@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from naiad.actors.supervision import stopped
+from naiad.actors.supervision import DataflowDropped, stopped
 from naiad.actors.vertex import Vertex
 from naiad.dataflow.scope import NEVER_RUNS, BuildError
 from naiad.progress.capability import Capability
@@ -43,6 +43,9 @@ class InputVertex(Vertex):
 
     def build_failed(self) -> None:
         self.build_raised = True
+
+    def dropped(self, error: DataflowDropped) -> None:
+        self.handle._fail(error)  # send, advance_to and feed refuse, naming the drop
 
 
 class ImportVertex(Vertex):

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from naiad.actors.supervision import DataflowDropped
 from naiad.actors.vertex import Vertex
 from naiad.dataflow.channels import Pipeline
 from naiad.dataflow.scope import NEVER_RUNS, BuildError
@@ -73,6 +74,16 @@ class ProbeVertex(Vertex):
         if self.owns:
             self.handle._never_runs(f"probe {self.label!r}")
 
+    def dropped(self, error: DataflowDropped) -> None:
+        # a shared handle goes on probing the other dataflows' streams (its meet may have
+        # moved: waits are checked again); a handle of its own refuses from now on
+        if self._source is not None:
+            self._withdraw()
+        if self.owns:
+            self.handle._drop(DataflowDropped(f"probe {self.label!r}: {error}"))
+        else:
+            self.handle._check_waiters()
+
     def _withdraw(self) -> None:
         """Removes this vertex's source from the handle: nothing of this dataflow stays
         reachable from it."""
@@ -123,6 +134,7 @@ class ProbeHandle:
         self._at_end: dict[asyncio.Future[None], None] = {}
         self._failure: BaseException | None = None
         self._refusal: str | None = None  # why it has no frontier (its build raised)
+        self._dropped: DataflowDropped | None = None  # its stream's dataflow was dropped
 
     @property
     def frontier(self) -> MutableAntichain | Antichain:
@@ -199,15 +211,25 @@ class ProbeHandle:
 
     def _check_runs(self) -> None:
         """Raises ``BuildError`` if the build that made this handle raised (see
-        :meth:`_never_runs`)."""
+        :meth:`_never_runs`), ``DataflowDropped`` if its dataflow was dropped (see
+        :meth:`_drop`)."""
         if self._refusal is not None:
             raise BuildError(self._refusal)
+        if self._dropped is not None:
+            raise DataflowDropped(str(self._dropped))
 
     def _never_runs(self, what: str) -> None:
         """The build that made this handle (for its own stream: ``what``, a probe, a
         subscription, a view) raised: every read refuses, naming ``what``, rather than report
         a frontier of a dataflow that never runs (empty: all complete; or never moving)."""
         self._refusal = f"{what}: {NEVER_RUNS}"
+
+    def _drop(self, error: DataflowDropped) -> None:
+        """The dataflow of the stream this handle (a probe's, a subscription's, a view's)
+        probes alone was dropped: its frontier will never move, so every read and wait
+        raises ``error`` rather than report it or wait for ever."""
+        self._dropped = error
+        self._fail(error)
 
     def _fail(self, exc: BaseException) -> None:
         if self._failure is None:  # the first failure, not a peer's echo of it

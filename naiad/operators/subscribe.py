@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from naiad.actors.supervision import DataflowDropped
 from naiad.actors.vertex import Vertex
 from naiad.dataflow.channels import Pipeline
 from naiad.operators.gather import GatheredElsewhere, to_worker_zero
@@ -77,6 +78,9 @@ class SubscribeVertex(Vertex):
 
     def build_failed(self) -> None:
         self.handle._never_runs("subscribe")  # it would wait for ever
+
+    def dropped(self, error: DataflowDropped) -> None:
+        self.handle._drop(DataflowDropped(f"subscribe {self.name!r}: {error}"))
 
     def checkpoint(self) -> Any:
         return {"buffered": self.buffered, "next_epoch": self.next_epoch}

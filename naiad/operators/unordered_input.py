@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from naiad.actors.supervision import stopped
+from naiad.actors.supervision import DataflowDropped, stopped
 from naiad.actors.vertex import Vertex
 from naiad.dataflow.scope import NEVER_RUNS
 from naiad.operators.input import InputError, prepared_batch
@@ -49,6 +49,9 @@ class UnorderedInputVertex(Vertex):
 
     def build_failed(self) -> None:
         self.build_raised = True
+
+    def dropped(self, error: DataflowDropped) -> None:
+        self.handle._fail(error)  # its capabilities' sends refuse, naming the drop
 
 
 class InputCapability:

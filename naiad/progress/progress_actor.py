@@ -239,7 +239,8 @@ class ProgressActor:
             self._apply_received(dataflow, registered, changes)
 
     def unregister(self, dataflow: int) -> None:
-        """Stops tracking a completed dataflow; late batches for it are ignored."""
+        """Stops tracking a completed (or dropped) dataflow, forgetting the updates it has
+        not broadcast; late batches for it are ignored."""
         self._dataflows.pop(dataflow, None)
 
     def finished(self, dataflow: int) -> bool:
@@ -265,8 +266,13 @@ class ProgressActor:
 
     # --- local batches ---------------------------------------------------------------------------
     def submit(self, dataflow: int, changes: Changes) -> None:
-        """Takes one worker's progress batch (whole; a list: it is read twice)."""
-        registered = self._dataflows[dataflow]
+        """Takes one worker's progress batch (whole; a list: it is read twice). A batch of a
+        dataflow that has finished (been dropped, while a callback of it ran) goes nowhere."""
+        registered = self._dataflows.get(dataflow)
+        if registered is None:
+            if self.finished(dataflow):
+                return
+            raise KeyError(f"dataflow {dataflow} is not registered")
         if self.processes == 1:
             tracker = registered.tracker
             for (loc, time), delta in changes:

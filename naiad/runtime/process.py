@@ -20,8 +20,8 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from naiad.actors.supervision import interrupted
-from naiad.actors.vertex import VertexShard
+from naiad.actors.supervision import DataflowDropped, interrupted
+from naiad.actors.vertex import Vertex, VertexShard
 from naiad.actors.worker import Worker, WorkerGroup
 from naiad.dataflow.channels import (
     Broadcast,
@@ -205,6 +205,40 @@ class Instance:
                 stopped = getattr(shard.logic, "dataflow_stopped", None)
                 if stopped is not None:
                     stopped(exc)
+
+    def followers(self) -> list[Vertex]:
+        """The vertices of other dataflows that follow one of this one's (imports of its
+        arrangements, replays of its live capture logs): they wait for what it produces."""
+        mine = {id(shard.logic) for row in self.shards for shard in row}
+        found: list[Vertex] = []
+        for row in self.shards:
+            for shard in row:
+                follows = getattr(shard.logic, "followers", None)
+                if follows is not None:
+                    found.extend(v for v in follows() if id(v) not in mine)
+        return found
+
+    def drop(self, error: DataflowDropped) -> None:
+        """Ends this part of the dataflow at once (its progress already forgotten): no shard
+        runs again, mailboxes and pending notifications are discarded, each vertex releases
+        what it holds outside the dataflow, and every handle refuses with ``error``."""
+        if not self.complete.done():
+            self.complete.set_exception(error)
+            self.complete.exception()  # retrieved here; re-raised by whoever awaits
+        shards = [shard for row in self.shards for shard in row]
+        self.shards = []  # (close_inputs, frontier moves: nothing left to reach)
+        for shard in shards:
+            # set first: a shard on the stack (the drop came from its callback) or in a run
+            # queue stops at its next step, and what is sent to it is discarded
+            shard.failure = error
+            shard.mailbox.clear()
+            shard.pending.clear()
+            shard.waiting = None
+        for shard in shards:
+            stopped = getattr(shard.logic, "dataflow_stopped", None)
+            if stopped is not None:  # a trace's or log's waits raise instead of hanging
+                stopped(error)
+            shard.logic.dropped(error)
 
     # --- frames ---------------------------------------------------------------------------------
     def deliver(self, peer: int, header: Header, payload: memoryview) -> None:
@@ -449,6 +483,29 @@ class Process:
                         output.pushers.append(ExchangePusher(edge.pact, pushers, into))
                 else:
                     raise BuildError(f"unknown channel kind {edge.pact!r}")
+
+    def drop(self, instance: Instance, error: DataflowDropped) -> None:
+        """Drops this process's part of a running dataflow (see :meth:`Instance.drop`): its
+        progress is forgotten first, unbroadcast updates included, so that frames and
+        progress batches peers still send for it are ignored as a finished dataflow's."""
+        ident = instance.id
+        self.instances.pop(ident, None)
+        self.maybe_complete.discard(instance)
+        self._early.pop(ident, None)
+        self.progress.unregister(ident)
+        self._forget_digests(ident)
+        for worker in self.workers:
+            worker.forget(ident)  # what a driver-held capability changes now goes nowhere
+        instance.drop(error)
+
+    def owner(self, vertex: Vertex) -> str:
+        """``"operator 'op' of dataflow 'name'"`` for a vertex of a dataflow running here."""
+        for instance in self.instances.values():
+            for row in instance.shards:
+                for shard in row:
+                    if shard.logic is vertex:
+                        return f"operator {shard.name!r} of dataflow {instance.name!r}"
+        return f"operator {vertex.name!r}"  # pragma: no cover - followers run here
 
     def instance_complete(self, instance: Instance) -> None:
         self.instances.pop(instance.id, None)

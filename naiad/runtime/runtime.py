@@ -26,7 +26,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from naiad.actors.supervision import DataflowStopped, interrupted, stopped
+from naiad.actors.supervision import DataflowDropped, DataflowStopped, interrupted, stopped
 from naiad.dataflow.scope import BuildError, DataflowBuild
 from naiad.operators.scope import Scope
 from naiad.runtime import launch, memory
@@ -74,6 +74,8 @@ class Dataflow:
         self.instances = instances
         self.workers = list(range(len(results))) if workers is None else workers
         """The global index of each local worker, as ``results`` lists them."""
+        self.dropped = False
+        """Whether :meth:`drop` ended it."""
 
     @property
     def by_worker(self) -> dict[int, Any]:
@@ -111,7 +113,8 @@ class Dataflow:
     async def finished(self, timeout: float | None = None) -> None:
         """Waits until the dataflow completes (all inputs closed and drained). With a
         ``timeout`` (seconds), raises ``TimeoutError`` naming what still holds it
-        (:meth:`holders`) if it has not completed by then; the dataflow goes on running."""
+        (:meth:`holders`) if it has not completed by then; the dataflow goes on running.
+        Raises ``DataflowDropped`` once it is dropped (:meth:`drop`), while waiting too."""
         if timeout is None or self.done:
             # an ended dataflow answers at once: on Python 3.11, wait_for with a timeout of 0
             # cancels the wait before it runs, and timed out a dataflow that had completed
@@ -174,6 +177,64 @@ class Dataflow:
         if not found:
             return "nothing holds it any more"
         return "held by: " + "; ".join(map(str, found))
+
+    def drop(self) -> None:
+        """Ends the dataflow at once, on every worker of this process, whatever holds it
+        (timely's ``drop_dataflow``): none of its operators runs again, what waits in their
+        mailboxes and their pending notifications is discarded, its progress tracking is
+        forgotten, and what it holds outside itself is released (an import's hold on its
+        source's trace, so the source compacts again; its stream on a shared probe handle).
+        The runtime goes on running every other dataflow.
+
+        Afterwards ``finished()``, its own probes, subscriptions and views (waits and
+        reads), its trace handles' ``wait`` and its inputs' ``send`` raise
+        :class:`~naiad.DataflowDropped`, naming it; what it had produced stays readable
+        (``collect`` lists, a ``trace.cursor()`` at complete times). Dropping a dataflow
+        that has ended (completed, failed or dropped) does nothing.
+
+        Refused (``RuntimeError``, naming them, nothing dropped) while another dataflow
+        follows one of its arrangements (``import_trace``) or live capture logs
+        (``replay``): they would wait for ever for what it no longer produces; drop them
+        (or ``close_inputs()`` them) first.
+
+        In a cluster every process builds the same dataflows and drops this one too (each
+        its own part); what peers still send for it is ignored. In a simulated cluster
+        (``transport="inproc"``) one call drops it in every process.
+
+        >>> import asyncio, naiad
+        >>> async def main():
+        ...     async with naiad.Runtime() as rt:
+        ...         def build(s):
+        ...             handle, stream = s.new_input()
+        ...             return handle, stream.probe()
+        ...         df = rt.dataflow(build, name="query")
+        ...         handle, probe = df.results[0]
+        ...         df.drop()  # its input is never closed: it would run until the runtime stops
+        ...         try:
+        ...             handle.send([1])
+        ...         except naiad.DataflowDropped as e:
+        ...             print(e)
+        >>> asyncio.run(main())
+        input 'input': dataflow 'query' was dropped (Dataflow.drop)
+        """
+        if self.done:
+            return
+        followers = [
+            instance.process.owner(v) for instance in self.instances for v in instance.followers()
+        ]
+        if followers:
+            raise RuntimeError(
+                f"dataflow {self.name!r} cannot be dropped: "
+                + ", ".join(dict.fromkeys(followers))
+                + " follows what it produces (an import of its arrangement, or a replay of "
+                "its capture) and would wait for it for ever; drop that dataflow (or "
+                "close_inputs() it) first"
+            )
+        error = DataflowDropped(f"dataflow {self.name!r} was dropped (Dataflow.drop)")
+        self.dropped = True
+        for instance in self.instances:
+            instance.process.drop(instance, error)
+            instance.process.runtime.dataflows.pop(self.id, None)
 
     def close_inputs(self, imports: bool = True) -> None:
         """Closes every input handle of every local worker that is still open, and (with
@@ -517,7 +578,11 @@ class Runtime:
         never completes while a capability is kept past the end of its input."""
         while self.dataflows:
             dataflow = next(iter(self.dataflows.values()))
-            await self._finished_or_warn(dataflow)
+            try:
+                await self._finished_or_warn(dataflow)
+            except DataflowDropped:
+                if not dataflow.dropped:  # (dropped while waited for: it ended)
+                    raise
             self.dataflows.pop(dataflow.id, None)
         if self._failure is not None:
             raise self._failure
