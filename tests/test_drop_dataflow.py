@@ -21,8 +21,8 @@ CONFIGS = [(1, 1), (2, 1), (1, 2), (2, 2)]  # (workers, processes): processes si
 IDS = [f"{w}w{p}p" for w, p in CONFIGS]
 
 
-def runtime(workers: int, processes: int) -> naiad.Runtime:
-    return naiad.Runtime(workers, processes=processes, transport="inproc")
+def runtime(workers: int, processes: int, central: bool = False) -> naiad.Runtime:
+    return naiad.Runtime(workers, processes=processes, transport="inproc", central=central)
 
 
 def spinning_loop(calls: list[int]) -> Any:
@@ -88,12 +88,16 @@ def check_forgotten(rt: naiad.Runtime, df: naiad.Dataflow) -> None:
             assert df.id not in worker.buffers
 
 
-@pytest.mark.parametrize(("workers", "processes"), CONFIGS, ids=IDS)
+@pytest.mark.parametrize(
+    ("workers", "processes", "central"),
+    [(w, p, False) for w, p in CONFIGS] + [(2, 3, True)],
+    ids=[*IDS, "2w3p-central"],
+)
 def test_a_loop_that_never_converges_is_dropped_while_another_dataflow_answers(
-    workers: int, processes: int
+    workers: int, processes: int, central: bool
 ) -> None:
     async def main() -> tuple[list[Any], list[Any], int, int, int]:
-        async with runtime(workers, processes) as rt:
+        async with runtime(workers, processes, central) as rt:
             other = rt.dataflow(squares, name="squares")
             await feed_squares(other, range(5), close=False)
             calls = [0]
