@@ -107,9 +107,9 @@ def test_a_loop_that_never_converges_is_dropped_while_another_dataflow_answers(
                 handle.close()  # closed: only the loop holds it, for ever
             while calls[0] < 100:
                 await asyncio.sleep(0.01)
-            # (not waited for: on one worker, whose message queue the loop never lets
-            # empty, no notification is delivered, and the answers wait for theirs)
-            await feed_squares(other, range(5, 10), wait=False, close=False)
+            # waited for: the loop's messages never stop, but the worker delivers a
+            # notification at least every MESSAGES_BEFORE_A_NOTIFICATION of them
+            await feed_squares(other, range(5, 10), close=False)
             held = [str(h) for h in spinning.holders()]
             spinning.drop()
             at_drop = calls[0]

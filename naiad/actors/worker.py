@@ -46,6 +46,13 @@ from naiad.progress.change_batch import ChangeBatch
 # queue cannot starve the others.
 ACTIVATIONS_PER_ROUND = 64
 
+# Messages run before notifications (a notification is then delivered once what was sent at
+# its time has been taken in), but a notification waits at most this many message activations:
+# a loop whose messages never stop (one that does not converge, or a long one) otherwise
+# starved every notification on its worker, and with them every other dataflow there (no
+# probe of theirs passed, none completed).
+MESSAGES_BEFORE_A_NOTIFICATION = 64
+
 # The longest the group keeps the event loop between two yields. A yield costs a few µs; 1 ms
 # bounds the delay it adds to I/O and to the user's coroutines (probes, inputs).
 YIELD_INTERVAL_S = 0.001
@@ -104,6 +111,7 @@ class Worker:
         self.stack_depth = 0
         self.activations = 0
         self.idle_activations = 0  # (counted apart: see step_idle)
+        self.messages_ahead = 0  # message activations run while notifications waited
         self.transport: Any = None  # the process's transport, for producers that can wait
 
     def buffer_for(self, dataflow: int) -> ChangeBatch:
@@ -156,17 +164,22 @@ class Worker:
 
     # --- running -------------------------------------------------------------------------------
     def step(self, budget: int = ACTIVATIONS_PER_ROUND, deadline: float = float("inf")) -> int:
-        """Runs up to ``budget`` activations, messages first, stopping early once the clock
+        """Runs up to ``budget`` activations, messages first (a notification waits for at
+        most ``MESSAGES_BEFORE_A_NOTIFICATION`` of them), stopping early once the clock
         passes ``deadline``; returns how many ran."""
         ran = 0
         msg_queue, notify_queue = self.msg_queue, self.notify_queue
         clock = time.perf_counter
+        ahead = self.messages_ahead
         while ran < budget and (ran == 0 or clock() < deadline):
-            if msg_queue:
+            if msg_queue and (not notify_queue or ahead < MESSAGES_BEFORE_A_NOTIFICATION):
+                if notify_queue:
+                    ahead += 1
                 shard = msg_queue.popleft()
                 shard.msg_queued = False
                 shard.drain()
             elif notify_queue:
+                ahead = 0
                 shard = notify_queue.popleft()
                 shard.notify_queued = False
                 shard.deliver_notifications()
@@ -174,6 +187,7 @@ class Worker:
                 break
             self.flush()
             ran += 1
+        self.messages_ahead = ahead
         self.flush()
         self.activations += ran
         return ran
