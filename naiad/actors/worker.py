@@ -18,9 +18,9 @@ Rust). When a round finds every queue empty, the group yields to the event loop,
 that brought no work, runs one idle round, each shard queued then once (one that asks again
 waits for the next idle round): work that keeps asking stays behind messages,
 notifications, I/O and the user's coroutines (a driver woken by the last round sends its
-next epoch first), and the group sleeps once it stops asking. An idle activation holds no
-capability and counts no pointstamp, so it holds back no frontier and no dataflow's
-completion.
+next epoch first), and the group sleeps once it stops asking. An
+idle activation holds no capability and counts no pointstamp, so it holds back no frontier
+and no dataflow's completion.
 
 Safe points: between two rounds no activation is under way on any worker of the event loop
 (callbacks are synchronous, and every worker group of this thread is between activations

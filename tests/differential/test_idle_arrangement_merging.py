@@ -272,22 +272,3 @@ async def test_a_reader_letting_go_later_wakes_the_arrangement(how: str) -> None
                 session.close()
         await asyncio.wait_for(df.finished(), 30)
         assert answers(df) == join_expected()
-
-
-@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
-async def test_pending_idle_work_holds_back_no_completion(scenario: str) -> None:
-    """Inputs closed right after a burst, while the spines still ask for idle activations:
-    the dataflow completes (its spines merged by ``idle_merge``), answers exact."""
-    build, epoch_of, expected = SCENARIOS[scenario]
-    async with naiad.Runtime(2, transport="inproc") as rt:
-        df = rt.dataflow(build)
-        await burst(df, epoch_of)
-        for r in df.results:
-            for session in r["feed"]:
-                session.close()
-        await asyncio.wait_for(df.finished(), 30)
-        assert answers(df) == expected()
-        assert held(df) <= 2 * KEYS
-        settled = idle_activations(rt)
-        await turns(300)
-        assert idle_activations(rt) == settled
