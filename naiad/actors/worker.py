@@ -14,11 +14,10 @@ the loop even while a cycle in the dataflow keeps the workers busy.
 Idle rounds: a shard may ask to run once the workers have nothing else to do
 (:meth:`Worker.schedule_idle`, a vertex's ``activate_when_idle``), for background work such
 as an arrangement's merging while its input is quiet (timely's activators play this part in
-Rust). When a round finds every queue empty, the group yields to the event loop, and if
-that brought no work, runs one idle round, each shard queued then once (one that asks again
-waits for the next idle round): work that keeps asking stays behind messages,
-notifications, I/O and the user's coroutines (a driver woken by the last round sends its
-next epoch first), and the group sleeps once it stops asking. An
+Rust). When a round finds every queue empty, the group runs one idle round, each shard
+queued then once (one that asks again waits for the next idle round), then yields to the
+event loop before looking again: work that keeps asking stays behind messages,
+notifications, I/O and the user's coroutines, and the group sleeps once it stops asking. An
 idle activation holds no capability and counts no pointstamp, so it holds back no frontier
 and no dataflow's completion.
 
@@ -253,17 +252,14 @@ class WorkerGroup:
             if busy:
                 await asyncio.sleep(0)
             elif any(worker.idle_queue for worker in workers):
-                # nothing else to do: the event loop's turn first (a driver woken by this
-                # round, or I/O, may bring work that goes before), then one idle round
-                await asyncio.sleep(0)
-                if self._stopped or any(w.msg_queue or w.notify_queue for w in workers):
-                    continue
+                # nothing else to do: one idle round, then the event loop's turn
                 for worker in workers:
                     if worker.idle_queue:
                         worker.step_idle()
                 self.after_round()
                 for hook in hooks:
                     hook()
+                await asyncio.sleep(0)
             else:
                 self._sleeping = True
                 wakeup.clear()
