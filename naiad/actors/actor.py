@@ -9,8 +9,7 @@ on the same worker can receive a message immediately on the sender's stack ("cut
 which keeps queues short without any concurrency inside the actor.
 
 The worker's scheduler (``worker.py``) runs actors whose mailbox is non-empty before actors
-that only have notifications to consider, and those before actors that asked for background
-work once the workers are idle.
+that only have notifications to consider.
 """
 
 from __future__ import annotations
@@ -27,15 +26,7 @@ MAX_CUT_THROUGH_DEPTH = 32
 class Actor:
     """Mailbox, single thread of control and re-entrancy bookkeeping for one vertex shard."""
 
-    __slots__ = (
-        "depth",
-        "idle_queued",
-        "mailbox",
-        "msg_queued",
-        "name",
-        "notify_queued",
-        "reentrancy",
-    )
+    __slots__ = ("depth", "mailbox", "msg_queued", "name", "notify_queued", "reentrancy")
 
     def __init__(self, name: str, reentrancy: int = 0) -> None:
         if reentrancy < 0:
@@ -46,7 +37,6 @@ class Actor:
         self.depth = 0  # callbacks of this actor currently on the stack
         self.msg_queued = False
         self.notify_queued = False
-        self.idle_queued = False  # waits for an idle round (Worker.schedule_idle)
 
     def accepts_on_stack(self, stack_depth: int) -> bool:
         """Whether a message may be delivered now, on the sender's stack.

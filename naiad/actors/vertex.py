@@ -81,8 +81,6 @@ class Vertex:
     * ``on_notify(cap)``: no message at or before ``cap.time`` can arrive any more on any
       input, as requested by ``notify_at``.
     * ``on_frontier()`` (optional): an input frontier moved.
-    * ``on_idle()`` (optional): the worker has nothing else to do, as requested by
-      ``activate_when_idle`` (background work: it holds no capability, so it may not send).
 
     >>> class Doubler(Vertex):
     ...     def on_recv(self, port, cap, batch):
@@ -108,9 +106,6 @@ class Vertex:
 
     def on_frontier(self) -> None:
         """Called after an input frontier moved (only if overridden)."""
-
-    def on_idle(self) -> None:
-        """Called once in an idle round of the worker after ``activate_when_idle``."""
 
     # --- checkpoint / restore seams (Naiad §3.4) ----------------------------------------------
     def checkpoint(self) -> Any:
@@ -148,18 +143,6 @@ class Vertex:
     def notify_at(self, at: Capability | Any) -> None:
         """Requests ``on_notify`` once no message at or before that time can arrive."""
         self.shard.notify_at(at)
-
-    def activate_when_idle(self) -> bool:
-        """Asks for one call of :meth:`on_idle` once the worker has nothing else to do (no
-        message or notification queued: see :mod:`naiad.actors.worker`), however many
-        times it is asked before then. Ask again from ``on_idle`` while work remains; stop
-        asking when there is none, or the worker never sleeps. Whether it was asked: not
-        before the dataflow is instantiated (no shard yet)."""
-        shard = getattr(self, "shard", None)
-        if shard is None:
-            return False
-        shard.worker.schedule_idle(shard)
-        return True
 
     def frontier(self, port: int = 0) -> MutableAntichain:
         """The input frontier of ``port``: the times at which messages can still arrive."""
@@ -484,12 +467,6 @@ class VertexShard(Actor):
                 self.waiting = None  # few again: the plain scan is cheaper
         if self.wants_frontier:
             self._call(self.logic.on_frontier, None, "observing its frontier", None)
-
-    def run_idle(self) -> None:
-        """Runs the logic's ``on_idle`` (see :meth:`Vertex.activate_when_idle`), unless the
-        dataflow has stopped."""
-        if self.failure is None:
-            self._call(self.logic.on_idle, None, "working while idle", None)
 
     def _blocked(self, t: Any) -> bool:
         for f in self.frontiers:

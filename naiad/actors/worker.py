@@ -11,16 +11,6 @@ task steps them in turn instead (each keeps its own queues, progress batches and
 yields to the event loop every few rounds so that transports and the user's coroutines share
 the loop even while a cycle in the dataflow keeps the workers busy.
 
-Idle rounds: a shard may ask to run once the workers have nothing else to do
-(:meth:`Worker.schedule_idle`, a vertex's ``activate_when_idle``), for background work such
-as an arrangement's merging while its input is quiet (timely's activators play this part in
-Rust). When a round finds every queue empty, the group runs one idle round, each shard
-queued then once (one that asks again waits for the next idle round), then yields to the
-event loop before looking again: work that keeps asking stays behind messages,
-notifications, I/O and the user's coroutines, and the group sleeps once it stops asking. An
-idle activation holds no capability and counts no pointstamp, so it holds back no frontier
-and no dataflow's completion.
-
 Safe points: between two rounds no activation is under way on any worker of the event loop
 (callbacks are synchronous, and every worker group of this thread is between activations
 too), so work that must not overlap one, such as the interner's collection of codes nobody
@@ -105,11 +95,9 @@ class Worker:
         self.group = group
         self.msg_queue: deque[VertexShard] = deque()
         self.notify_queue: deque[VertexShard] = deque()
-        self.idle_queue: deque[VertexShard] = deque()  # shards waiting for an idle round
         self.buffers: dict[int, ChangeBatch] = {}  # dataflow id -> progress batch
         self.stack_depth = 0
         self.activations = 0
-        self.idle_activations = 0  # (counted apart: see step_idle)
         self.messages_ahead = 0  # message activations run while notifications waited
         self.transport: Any = None  # the process's transport, for producers that can wait
 
@@ -133,14 +121,6 @@ class Worker:
         if not shard.notify_queued:
             shard.notify_queued = True
             self.notify_queue.append(shard)
-            self.group.wake()
-
-    def schedule_idle(self, shard: VertexShard) -> None:
-        """Runs ``shard``'s ``on_idle`` in the next idle round (see the module's
-        documentation), once however many times it is asked before then."""
-        if not shard.idle_queued:
-            shard.idle_queued = True
-            self.idle_queue.append(shard)
             self.group.wake()
 
     # --- progress ------------------------------------------------------------------------------
@@ -191,21 +171,6 @@ class Worker:
         self.activations += ran
         return ran
 
-    def step_idle(self) -> int:
-        """Runs the idle activation of each shard queued when called, once (one asking again
-        meanwhile waits for the next idle round); returns how many ran. Counted in
-        ``idle_activations``, not ``activations``."""
-        queue = self.idle_queue
-        ran = 0
-        for _ in range(len(queue)):
-            shard = queue.popleft()
-            shard.idle_queued = False
-            shard.run_idle()
-            self.flush()
-            ran += 1
-        self.idle_activations += ran
-        return ran
-
 
 class WorkerGroup:
     """The task that steps the workers of one process in turn."""
@@ -250,15 +215,6 @@ class WorkerGroup:
                 if self._stopped:
                     return
             if busy:
-                await asyncio.sleep(0)
-            elif any(worker.idle_queue for worker in workers):
-                # nothing else to do: one idle round, then the event loop's turn
-                for worker in workers:
-                    if worker.idle_queue:
-                        worker.step_idle()
-                self.after_round()
-                for hook in hooks:
-                    hook()
                 await asyncio.sleep(0)
             else:
                 self._sleeping = True

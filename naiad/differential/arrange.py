@@ -100,7 +100,6 @@ class ArrangeVertex(Vertex):
         # scanning every pending time at each step made n epochs in flight cost n**2, and so
         # did n priorities in flight in a prioritized loop
         self.times = TimeQueue()
-        spine.wake_owner = self.activate_when_idle  # this vertex maintains the spine
 
     def dataflow_stopped(self, failure: BaseException) -> None:
         self.spine.stop(failure)  # imports of this arrangement must not wait for more
@@ -108,9 +107,6 @@ class ArrangeVertex(Vertex):
     def followers(self) -> list[Vertex]:
         """The imports of this arrangement still following it."""
         return list(self.spine.importers)
-
-    def on_idle(self) -> None:
-        self.spine.idle_step()  # merge effort while the input is quiet (Spine.wake)
 
     def on_recv(self, port: int, cap: Capability, batch: Updates) -> None:
         if len(batch):

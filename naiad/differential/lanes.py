@@ -94,10 +94,6 @@ class LanedVertex(Vertex):
         for vertex in list(self.inner.values()):
             vertex.on_frontier()
 
-    def on_idle(self) -> None:
-        for vertex in list(self.inner.values()):  # each lane's that asked (Spine.idle_step)
-            vertex.on_idle()
-
     def dataflow_stopped(self, failure: BaseException) -> None:
         for vertex in self.inner.values():
             stopped = getattr(vertex, "dataflow_stopped", None)

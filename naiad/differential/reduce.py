@@ -458,7 +458,6 @@ class ReduceVertex(Vertex):
         # not a pass over every pending time (n priorities in flight made that n**2)
         self.times = TimeQueue()
         self.held = HeldTimes(source.lex, source.depth)
-        output.wake_owner = self.activate_when_idle  # this vertex maintains the output
         # per group column, whether the pending groups hold interned codes (None: unknown)
         self.group_encoded: list[bool | None] = [None]
         self.group_packed = False  # the pending groups' values packed, as the source's
@@ -620,9 +619,6 @@ class ReduceVertex(Vertex):
             self.handle.close()
             self.own.close()
             output.idle_merge()
-
-    def on_idle(self) -> None:
-        self.output.idle_step()  # merge effort while the input is quiet (Spine.wake)
 
     def _in_output(self, values: Columns) -> Columns:
         """Group value columns (as the input stores them) as the output stores them."""

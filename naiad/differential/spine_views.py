@@ -185,8 +185,8 @@ class SpineView(Spine):
     def idle_merge(self) -> None:
         self.outer.idle_merge()
 
-    def exert(self, effort: int | None = None, idle: bool = False) -> None:
-        self.outer.exert(effort, idle)
+    def exert(self, effort: int | None = None) -> None:
+        self.outer.exert(effort)
 
 
 class ViewHandle(TraceHandle):

@@ -35,18 +35,6 @@ settled batches (the waiting tail apart) into one, compacted to the current ``si
 once the fuel covers that merge's rows plus its fixed cost (``MERGE_OVERHEAD_ROWS``) and
 the merge may reduce the spine. The work is amortized: at most ``IDLE_MERGE_ROWS`` rows of
 merging per batch received, never a pass over the state per step.
-
-Effort from batches alone stops with them: an arrangement whose input stays open but quiet
-kept the history its readers held when the last batch came, and a reader letting go later
-(``set_logical_compaction``, ``close``, a join or reduce catching up) gave it no effort. So
-the operator maintaining a spine registers ``wake_owner``: whenever a merge would shrink the
-spine (:meth:`Spine.merge_pending`: several settled batches, or one that may compact to
-``since``), after a batch arrives or a reader lets go, the spine asks it for an *idle
-activation* (:meth:`naiad.actors.vertex.Vertex.activate_when_idle`, run once the worker has
-nothing else to do), which spends ``ACTIVATION_MERGE_ROWS`` of effort
-(:meth:`Spine.idle_step`) and asks again while a merge would still shrink the spine, and no
-longer: an idle runtime goes to sleep. The activations hold no capability, so they hold
-back no frontier; a completed or stopped spine asks for none.
 """
 
 from __future__ import annotations
@@ -89,10 +77,6 @@ TAIL_ROWS, TAIL_BATCHES = 64, 4  # small batches a spine lets wait before mergin
 # at most about a third to an idle step, only while there is something to merge, and
 # compacts a spine of n rows within (n + MERGE_OVERHEAD_ROWS) / IDLE_MERGE_ROWS steps.
 IDLE_MERGE_ROWS, MERGE_OVERHEAD_ROWS = 128, 512
-# Effort of one idle activation (Spine.idle_step): an activation costs a few us (scheduling,
-# merge_pending), about a tenth of the ~50 us of merging it banks, and a quiet spine of n
-# rows is compacted within about (n + MERGE_OVERHEAD_ROWS) / ACTIVATION_MERGE_ROWS of them.
-ACTIVATION_MERGE_ROWS = MERGE_OVERHEAD_ROWS
 # what a numeric key column can be searched for (complex numbers have no order)
 REAL_NUMBERS = (int, float, np.integer, np.floating, np.bool_)
 
@@ -512,10 +496,6 @@ class Spine:
         self.advanced_to: int | None = None
         self.record_width: int | None = None  # of the records inserted unpacked so far
         self.fuel = 0  # rows of merge effort banked (see exert)
-        # asks the operator maintaining this spine for an idle activation (see idle_step);
-        # whether it could (not before its dataflow runs). woken: one is asked for already
-        self.wake_owner: Callable[[], bool] | None = None
-        self.woken = False
 
     # --- encoding --------------------------------------------------------------------------
     def encode(self, columns: Sequence[np.ndarray], start: int = 0) -> Columns:
@@ -697,7 +677,6 @@ class Spine:
         self.exert()
         for listener in list(self.listeners):
             listener(batch)
-        self.wake()
         return batch
 
     def stop(self, failure: BaseException) -> None:
@@ -825,12 +804,11 @@ class Spine:
         small = self._small_tail(m)
         return small if small <= TAIL_BATCHES else 0
 
-    def exert(self, effort: int | None = None, idle: bool = False) -> None:
+    def exert(self, effort: int | None = None) -> None:
         """Banks ``effort`` rows of merge work (``IDLE_MERGE_ROWS`` by default: a spine
         calls it for every batch it receives, empty ones too) and spends the fuel on merging
         the settled batches (those every reader has acknowledged, but for the small ones
-        waiting at their end, unless ``idle``: an idle activation's, when no batch is coming
-        for them to wait for) into one compacted to ``since``, when it covers the merge's
+        waiting at their end) into one compacted to ``since``, when it covers the merge's
         rows and ``MERGE_OVERHEAD_ROWS`` and the merge may shrink the spine: several
         batches, or one that :meth:`Batch.may_compact`. Fuel beyond the next merge's cost
         is not kept, so the work stays amortized at ``effort`` rows per call.
@@ -856,95 +834,19 @@ class Spine:
         self.fuel += IDLE_MERGE_ROWS if effort is None else effort
         if self.fuel < MERGE_OVERHEAD_ROWS + len(bs[0]):  # the eldest is in any merge here
             return
-        m = self._settled_run(idle)
+        m = self._settled()
+        m -= self._waiting(m)
         if m == 0:
             return
         cost = MERGE_OVERHEAD_ROWS + sum(len(b) for b in bs[:m])
         if self.fuel < cost:
             return
         since = self.since()
-        if not self._worth_merging(m, since):
+        if not len(since) or (m == 1 and not bs[0].may_compact(since)):
             self.fuel = cost  # nothing to do now (or all done, idle_merge's work)
             return
         self.fuel -= cost
         self._merge_before(m, m)
-
-    def _settled_run(self, idle: bool) -> int:
-        """How many of the oldest batches :meth:`exert` merges: the settled ones, but for
-        the small ones waiting at their end unless ``idle``."""
-        m = self._settled()
-        return m if idle else m - self._waiting(m)
-
-    def _worth_merging(self, m: int, since: np.ndarray) -> bool:
-        """Whether merging the first ``m`` batches, compacted to ``since``, may shrink the
-        spine: several batches, or one that :meth:`Batch.may_compact`."""
-        return bool(len(since)) and (m > 1 or (m == 1 and self.batches[0].may_compact(since)))
-
-    def merge_pending(self) -> bool:
-        """Whether an idle activation's effort would merge something now (see
-        :meth:`exert`); never once the spine completed (:meth:`idle_merge` did the rest) or
-        its dataflow stopped.
-
-        >>> s = Spine(depth=0)
-        >>> h = s.reader()
-        >>> for e, n in enumerate([300, 100]):
-        ...     _ = s.insert_updates(np.arange(n), (), np.full((n, 1), e),
-        ...                          np.ones(n, np.int64), upper=np.array([[e + 1]]))
-        >>> [len(b) for b in s.batches], s.merge_pending()  # a merge makes one batch
-        ([300, 100], True)
-        >>> s.exert(10_000)
-        >>> [len(b) for b in s.batches], s.merge_pending()  # compacted as far as h allows
-        ([400], False)
-        >>> h.set_logical_compaction([2])
-        >>> s.merge_pending()          # h lets go: the batch may shrink
-        True
-        """
-        if not len(self.upper) or self.stopped is not None:
-            return False
-        return self._worth_merging(self._settled_run(True), self.since())
-
-    def wake(self) -> None:
-        """Asks the operator maintaining the spine (``wake_owner``) for an idle activation
-        if a merge would shrink the spine now (:meth:`merge_pending`), unless one is asked
-        for already: called as batches arrive and as readers let go of history or
-        acknowledge batches."""
-        if self.wake_owner is not None and not self.woken and self.merge_pending():
-            self.woken = self.wake_owner()
-
-    def idle_step(self) -> None:
-        """The idle activation asked for by :meth:`wake` (its owner's ``on_idle`` calls
-        it): ``ACTIVATION_MERGE_ROWS`` of effort (:meth:`exert`, small batches waiting at the
-        end included), then another activation asked for while a merge would still shrink
-        the spine.
-
-        >>> s = Spine(depth=0)
-        >>> asked = []
-        >>> s.wake_owner = lambda: asked.append(1) or True   # an operator's activate_when_idle
-        >>> h = s.reader()             # a reader holds the history from time 0
-        >>> keys = np.arange(20)
-        >>> for e in range(20):        # each epoch moves 20 keys' values on: (k, e - 1) -> (k, e)
-        ...     _ = s.insert_updates(np.r_[keys, keys], (np.repeat([e, e - 1], 20),),
-        ...                          np.full((40, 1), e), np.repeat([1, -1 if e else 0], 20),
-        ...                          upper=np.array([[e + 1]]))
-        >>> s.total(), len(s.batches), len(asked)
-        (780, 2, 1)
-        >>> def idle():                # the owner's idle activations, until it stops asking
-        ...     n = 0
-        ...     while s.woken:
-        ...         s.idle_step()
-        ...         n += 1
-        ...     return n
-        >>> idle(), s.total(), len(s.batches)   # merged, as far as h allows
-        (1, 780, 1)
-        >>> h.close()                  # lets go: asks again, and the history goes
-        >>> len(asked), idle(), s.total(), len(s.batches), idle()
-        (2, 2, 20, 1, 0)
-        """
-        if not self.woken:  # (an owner of several spines runs every one's)
-            return
-        self.woken = False
-        self.exert(ACTIVATION_MERGE_ROWS, idle=True)
-        self.wake()
 
     def _merge_before(self, m: int, count: int) -> int:
         """Merges the ``count`` batches before position ``m`` into one (none if everything
@@ -1123,7 +1025,6 @@ class TraceHandle:
     def _advance(self, rows: np.ndarray) -> None:
         if self.logical is None or not np.array_equal(rows, self.logical):
             self.logical = rows  # a new array only for a new frontier: Spine.since caches
-            self.spine.wake()  # history let go of: a merge may shrink the spine now
 
     def set_physical_compaction(self, seq: int | None) -> None:
         """The reader has read the batches numbered up to ``seq`` (``None``: it holds no
@@ -1137,12 +1038,10 @@ class TraceHandle:
             )
         self.acknowledged = seq
         self.spine._maintain()
-        self.spine.wake()
 
     def close(self) -> None:
         self.closed = True
         self.spine.handles.discard(self)
-        self.spine.wake()
 
     def check_open(self, what: str) -> None:
         """Raises ``ValueError`` naming ``what`` if the handle is closed: it no longer holds
