@@ -110,8 +110,6 @@ def test_staged_records_of_every_shape_match_the_reference_at_every_time(
     assert {type(r) for _, changes in results for r, _, _ in changes} <= types
 
 
-SURROGATE = "\ud800"  # a str msgpack cannot encode: it cannot go to another process
-
 # (record or diff given after a good one of the same type has passed, error, message, where)
 REFUSALS = [
     (("insert", (1, float("nan"))), ValueError, r"has a NaN field", "both"),
@@ -123,8 +121,8 @@ REFUSALS = [
     (("update", 1, 2**63), OverflowError, r"diff 9223372036854775808 is beyond int64", "both"),
     (("update", 1, -(2**63) - 1), OverflowError, r"is beyond int64", "both"),
     (("update", 1, np.uint64(2**63)), OverflowError, r"is beyond int64", "both"),
-    (("insert", SURROGATE), TypeError, r"cannot go to another process", "processes"),
-    (("insert", (1, SURROGATE)), TypeError, r"cannot go to another process", "processes"),
+    (("insert", frozenset({1})), TypeError, r"cannot go to another process", "processes"),
+    (("insert", (1, 2, frozenset({2}))), TypeError, r"cannot go to another process", "processes"),
     (("insert", (1, frozenset())), TypeError, r"cannot go to another process", "processes"),
 ]
 
