@@ -957,8 +957,8 @@ def staged_updates(records: list[Any], times: list[Any], diffs: list[Any], depth
 
 
 _DIFF_MIN, _DIFF_MAX = -(2**63), 2**63 - 1
-_TRUSTED: frozenset[type] = frozenset({int})  # hashable, never NaN, sendable at any size
-_TRUSTED_LOCAL: frozenset[type] = frozenset({int, str})  # and str, when nothing is encoded
+# hashable, never NaN, sendable (an int at any size, any str: a lone surrogate crosses too)
+_TRUSTED: frozenset[type] = frozenset({int, str})
 
 
 def checked_diff(diff: Any) -> int:
@@ -993,8 +993,7 @@ class InputSession:
         self._times: list[Any] = []
         self._diffs: list[int] = []
         # record (and tuple field) types that pass check_record and check_sendable without a
-        # look: int always; str too once a check has shown that nothing is encoded (no other
-        # process; a str with a lone surrogate cannot be encoded)
+        # look
         self._trusted: frozenset[type] = _TRUSTED
         handle.before_close.append(self.flush)  # closed by the runtime at its end, say
 
@@ -1073,8 +1072,6 @@ class InputSession:
         check_record(record)
         if self.handle.spans_processes:
             check_sendable(record)  # flush would fail on it, after staging what came before
-        else:
-            self._trusted = _TRUSTED_LOCAL
 
     def insert(self, record: Any) -> None:
         """Stages one more ``record`` at the current epoch (``update(record, 1)``)."""
