@@ -66,10 +66,10 @@ def test_a_shared_probe_handle_keeps_only_the_dataflows_that_run(
     assert asyncio.run(main()) == [[0], [3]]
 
 
-async def replace_one_record(sessions: list[Any], probe: naiad.ProbeHandle, epochs: int) -> None:
-    """Feeds ``epochs`` epochs of one record alive, replaced at every epoch: a spine that
-    compacts holds a few rows, one held back the whole history (2 rows per epoch)."""
-    for epoch in range(epochs):
+async def replace_one_record(sessions: list[Any], probe: naiad.ProbeHandle, epochs: range) -> None:
+    """Feeds ``epochs`` of one record alive, replaced at every epoch: a spine that compacts
+    holds a few rows, one held back the whole history (2 rows per epoch)."""
+    for epoch in epochs:
         sessions[0].insert(epoch)
         if epoch:
             sessions[0].remove(epoch - 1)
@@ -104,7 +104,7 @@ def test_a_failed_import_does_not_hold_the_source_trace(workers: int) -> None:
             readers = sum(len(s.handles) for s in spines)
             sessions = [session for session, _, _ in src.results]
             epochs = 100
-            await replace_one_record(sessions, src.results[0][2], epochs)
+            await replace_one_record(sessions, src.results[0][2], range(epochs))
             rows = sum(len(b) for s in spines for b in s.batches)
             for session in sessions:
                 session.close()
@@ -143,7 +143,7 @@ def test_a_trace_taken_in_a_failed_build_does_not_hold_the_source(
                 rt.dataflow(failing(importer, "raise"))
             readers = sum(len(s.handles) for s in spines)
             sessions = [session for session, _, _ in src.results]
-            await replace_one_record(sessions, src.results[0][2], 100)
+            await replace_one_record(sessions, src.results[0][2], range(100))
             rows = sum(len(b) for s in spines for b in s.batches)
             for session in sessions:
                 session.close()

@@ -16,6 +16,7 @@ import pytest
 import naiad
 from naiad.differential import Collection, import_trace
 from tests.cluster.test_departures import naiad_run
+from tests.test_a_build_that_raises import arranged_source, replace_one_record
 
 CONFIGS = [(1, 1), (2, 1), (1, 2), (2, 2)]  # (workers, processes): processes simulated
 IDS = [f"{w}w{p}p" for w, p in CONFIGS]
@@ -232,24 +233,6 @@ def test_dropping_an_ended_dataflow_does_nothing() -> None:
             return df.results
 
     assert sorted(r for part in asyncio.run(main()) for r in part) == [(0, 1), (0, 2)]
-
-
-def arranged_source(s: naiad.Scope) -> Any:
-    """An input, its arrangement (by whole records) and a probe: what the imports read."""
-    session, c = Collection.new_input(s)
-    return session, c.arrange_by_self(), c.probe()
-
-
-async def replace_one_record(sessions: list[Any], probe: naiad.ProbeHandle, epochs: range) -> None:
-    """One record alive, replaced at every epoch: a spine that compacts holds a few rows, one
-    held back keeps the whole history (2 rows per epoch)."""
-    for epoch in epochs:
-        sessions[0].insert(epoch)
-        if epoch:
-            sessions[0].remove(epoch - 1)
-        for session in sessions:
-            session.advance_to(epoch + 1)
-        await asyncio.wait_for(probe.wait(epoch), 30)
 
 
 @pytest.mark.parametrize(("workers", "processes"), CONFIGS, ids=IDS)
