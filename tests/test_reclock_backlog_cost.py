@@ -28,7 +28,7 @@ from naiad import Product
 from naiad.operators.reclock import ReclockVertex
 from naiad.progress.antichain import le
 from tests.counting import Work
-from tests.test_reclock_partial_order import fed, oracle
+from tests.test_reclock_partial_order import fed, oracle, send_in_order
 
 METHODS = ["on_recv", "on_notify", "on_frontier"]
 
@@ -243,17 +243,7 @@ async def fed_nested(data: list[Any], ticks: list[Any], order: list[Any]) -> Cou
             return handle, probe
 
         ((handle, probe),) = rt.dataflow(build).results
-        start = handle.capability
-        caps = {t: start.delayed(t) for t in order}
-        start.drop()
-        for t in order:
-            cap = caps.pop(t)
-            batch = [("c", 0)] * ticks.count(t) + [("d", i) for i, u in enumerate(data) if u == t]
-            if batch:
-                cap.send(batch)
-            cap.drop()
-            for _ in range(3):
-                await asyncio.sleep(0)
+        await send_in_order(handle, data, ticks, order, 3)
         await asyncio.wait_for(probe.wait(), 30)
     return Counter(seen)
 

@@ -53,19 +53,28 @@ async def fed(data: list[Any], ticks: list[Any], order: list[Any], pause: int, c
         handle, probe, _ = df.results[0]
         for other, _, _ in df.results[1:]:
             other.close()
-        start = handle.capability
-        caps = {t: start.delayed(t) for t in order}
-        start.drop()
-        for t in order:
-            cap = caps.pop(t)
-            batch = [("c", 0)] * ticks.count(t) + [("d", i) for i, u in enumerate(data) if u == t]
-            if batch:
-                cap.send(batch)
-            cap.drop()
-            for _ in range(pause):
-                await asyncio.sleep(0)
+        await send_in_order(handle, data, ticks, order, pause)
         await asyncio.wait_for(probe.wait(), 30)
     return Counter(pair for _, _, seen in df.results for pair in seen)
+
+
+async def send_in_order(
+    handle: Any, data: list[Any], ticks: list[Any], order: list[Any], pause: int
+) -> None:
+    """Opens every time of ``order`` on the unordered input ``handle``, then sends what is at
+    each (a clock tick ``("c", 0)`` per tick there, record ``("d", i)`` for each ``data[i]``
+    there) and drops it, in ``order``, with ``pause`` yields to the event loop after each."""
+    start = handle.capability
+    caps = {t: start.delayed(t) for t in order}
+    start.drop()
+    for t in order:
+        cap = caps.pop(t)
+        batch = [("c", 0)] * ticks.count(t) + [("d", i) for i, u in enumerate(data) if u == t]
+        if batch:
+            cap.send(batch)
+        cap.drop()
+        for _ in range(pause):
+            await asyncio.sleep(0)
 
 
 @pytest.mark.parametrize("config", CONFIGS)
