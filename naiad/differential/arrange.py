@@ -314,9 +314,7 @@ class Arranged:
         return enter_arranged(self, loop, name, counters)
 
     def as_collection(self, name: str = "as_collection") -> Collection:
-        collection = self._read(batch_updates, name)
-        collection.consolidated = self.reduced
-        return collection
+        return read_batches(self.stream, batch_updates, name, self.reduced)
 
     def _read(self, read: Callable[[Batch], Updates], name: str) -> Collection:
         """The collection of ``read(batch)`` for every batch of this arrangement."""
@@ -566,12 +564,15 @@ class Arranged:
         return total_arranged(self, f, False, name, "threshold(f)")
 
 
-def read_batches(stream: Any, read: Callable[[Batch], Updates], name: str) -> Collection:
-    """The collection of ``read(batch)`` for every batch of a stream of arranged batches."""
+def read_batches(
+    stream: Any, read: Callable[[Batch], Updates], name: str, consolidated: bool = False
+) -> Collection:
+    """The collection of ``read(batch)`` for every batch of a stream of arranged batches
+    (``consolidated``: a reduction's, see :attr:`Collection.consolidated`)."""
     from naiad.differential.collection import Collection
 
     node = stream.scope.add_operator(name, _ReadBatches(read), [(stream, Pipeline())])
-    return Collection(stream.derive(node))
+    return Collection(stream.derive(node), consolidated)
 
 
 def _into(other: Arranged, scope: Any, name: str) -> Arranged:

@@ -957,6 +957,7 @@ def staged_updates(records: list[Any], times: list[Any], diffs: list[Any], depth
 
 
 _DIFF_MIN, _DIFF_MAX = -(2**63), 2**63 - 1
+# record (and tuple field) types that pass check_record and check_sendable without a look:
 # hashable, never NaN, sendable (an int at any size, any str: a lone surrogate crosses too)
 _TRUSTED: frozenset[type] = frozenset({int, str})
 
@@ -992,9 +993,6 @@ class InputSession:
         self._records: list[Any] = []
         self._times: list[Any] = []
         self._diffs: list[int] = []
-        # record (and tuple field) types that pass check_record and check_sendable without a
-        # look
-        self._trusted: frozenset[type] = _TRUSTED
         handle.before_close.append(self.flush)  # closed by the runtime at its end, say
 
     @property
@@ -1008,7 +1006,7 @@ class InputSession:
         epoch = self.handle.epoch
         if diff.__class__ is not int or not _DIFF_MIN <= diff <= _DIFF_MAX:
             diff = checked_diff(diff)
-        if record.__class__ not in self._trusted:
+        if record.__class__ not in _TRUSTED:
             self._check(record)
         self._records.append(record)
         self._times.append(epoch)
@@ -1067,7 +1065,7 @@ class InputSession:
         self._diffs.append(diff)
 
     def _check(self, record: Any) -> None:
-        if record.__class__ is tuple and self._trusted.issuperset(map(type, record)):
+        if record.__class__ is tuple and _TRUSTED.issuperset(map(type, record)):
             return  # fields of trusted types (in C): hashable, never NaN, sendable
         check_record(record)
         if self.handle.spans_processes:

@@ -159,9 +159,8 @@ class ArrangedByRecord:
         """The changes of ``logic`` (``count``, ``distinct``, ``threshold``) of every record."""
         assert logic.per_record, "a per-key logic needs an arrangement by key"
         out = self._read(name, lambda spine: reduce_vertex(spine, spine.reader(), logic, name))
-        collection = read_batches(out, batch_updates, "as_collection")
-        collection.consolidated = True  # each lane's records apart, each lane a reduction's
-        return collection
+        # each lane's records apart, each lane a reduction's: consolidated
+        return read_batches(out, batch_updates, "as_collection", consolidated=True)
 
     def total(self, f: Threshold | None, counting: bool, name: str) -> Collection:
         """The changes of ``count_total`` (``counting``), ``distinct_total`` (``f`` None) or

@@ -784,9 +784,7 @@ class Spine:
         i = 1
         while i < m:
             if len(bs[i - 1]) <= 2 * len(bs[i]):
-                n = len(bs)
-                self._merge_before(i + 1, 2)
-                m -= n - len(bs)
+                m -= i + 1 - self._merge_before(i + 1, 2)  # 1 batch fewer (2 if all cancelled)
                 i = max(i - 1, 1)  # the merged batch against its elder, in turn
             else:
                 i += 1

@@ -197,8 +197,8 @@ class ProbeHandle:
 
     def _check_waiters(self) -> None:
         """Completes the waits whose time the frontier has passed (least time first)."""
-        if not self._waiters and not self._at_end:  # (no frontier to compute: a meet, with
-            return  # several streams)
+        if not self._waiters and not self._at_end:
+            return  # (no frontier to compute: with several streams, a meet)
         frontier = self.frontier  # once: with several streams it is a meet to compute
         done = [self._waiters.pop(t) for t in self._times.pop_ready([frontier])]
         if frontier.is_empty():
