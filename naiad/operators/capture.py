@@ -180,8 +180,11 @@ class CaptureVertex(Vertex):
         seen = self.seen
         if now == seen:
             return
-        changes = [(t, 1) for t in now if t not in seen]  # gains first (invariant 2)
-        changes.extend((t, -1) for t in seen if t not in now)
+        # sets: a frontier of k incomparable times (a loop's staircase) cost k**2 list
+        # comparisons per move
+        before, after = set(seen), set(now)
+        changes = [(t, 1) for t in now if t not in before]  # gains first (invariant 2)
+        changes.extend((t, -1) for t in seen if t not in after)
         self.seen = list(now)
         if changes:
             self.log._append((PROGRESS, changes))
