@@ -196,7 +196,7 @@ class UnorderedInputHandle:
     def frontier(self) -> Antichain:
         """The least times this worker's user can still send at: the minimal times of the
         capabilities held (empty once all are dropped)."""
-        return Antichain(cap.time for cap in self._held)
+        return Antichain.minimal_of(cap.time for cap in self._held)
 
     @property
     def closed(self) -> bool:

@@ -41,6 +41,23 @@ class Antichain:
         for element in elements:
             self.insert(element)
 
+    @classmethod
+    def minimal_of(cls, times: Iterable[Any]) -> Antichain:
+        """The antichain of the minimal elements of ``times`` (timestamps of one shape), in
+        the order they first occur, as inserting them one by one leaves it; in one pass for
+        the common shapes (inserting compares each time with every element kept: times
+        holding a staircase of k elements cost k comparisons each).
+
+        >>> times = [Product(2, 2), Product(0, 3), Product(1, 1), Product(0, 3)]
+        >>> Antichain.minimal_of(times).elements == Antichain(times).elements
+        True
+        """
+        times = list(times)
+        least = set(_minimal(times))
+        chain = cls()
+        chain._elements = list(dict.fromkeys(t for t in times if t in least))
+        return chain
+
     def insert(self, element: Any) -> bool:
         """Adds ``element`` unless some element is less or equal; drops elements it precedes.
 
