@@ -30,10 +30,13 @@ whose tick is not ready (or that has no tick) until that tick is notified; a tim
 tick ``c`` is not final, for ``Product(int, int)`` times, until no element of the clock's
 frontier has an outer time before ``c``'s (for a complete ``c``, exactly what its finality
 asks of a time from an earlier epoch; times of other shapes are examined at each move). A
-new tick may change any time's choice: it puts them all back. Only the ready ticks that may
-have lost the last time that chose them are tested for dropping. Ticks dropped from the sorted
-list are marked and removed in bulk, so dropping the earliest of n ticks does not move the
-n - 1 others (a clock far ahead of the data cost n**2 / 2 moves).
+new tick can only change the choice of a time at or before it whose tick comes after it in the
+tuple order (or that has none): it puts those back, not every time set apart (which cost times
+x ticks heap operations; the times set apart for a tick after it, or for none, are still each
+compared with it). Only the ready ticks that may have lost the last time that chose them are
+tested for dropping. Ticks dropped from the sorted list are marked and removed in bulk, so
+dropping the earliest of n ticks does not move the n - 1 others (a clock far ahead of the data
+cost n**2 / 2 moves).
 """
 
 from __future__ import annotations
@@ -88,7 +91,7 @@ class ReclockVertex(Vertex):
             if i == len(ticks) or ticks[i] != cap.time:
                 ticks.insert(i, cap.time)
                 self.notify_at(cap)
-                self._unpark_all()  # the first tick at or after a time may be the new one
+                self._unpark_for(cap.time)  # the first tick at or after a time may be it
             return
         batches = self.waiting.get(cap.time)
         if batches is None:
@@ -110,17 +113,31 @@ class ReclockVertex(Vertex):
         if self.ready:  # a tick waits for the clock to pass what could come before it
             self._release()
 
-    def _unpark_all(self) -> None:
-        """Puts every time set apart back among the times to examine."""
-        times = self.times
-        for group in self.unready.values():
-            for time in group:
-                heapq.heappush(times, time)
-        for _, time, _ in self.blocked:
-            heapq.heappush(times, time)
-        self.unready, self.blocked = {}, []
-        self.loose.update(self.parked)
-        self.parked.clear()
+    def _unpark_for(self, new: Any) -> None:
+        """Puts back among the times to examine those set apart that may go to the new tick
+        ``new``: at or before it, with a tick after it in the tuple order or none (the others
+        keep their tick, and what they wait for). Putting back every time at each new tick
+        cost times set apart x ticks heap operations."""
+        for tick in [c for c in self.unready if c is None or new < c]:
+            group = self.unready[tick]
+            back = [time for time in group if le(time, new)]
+            if not back:
+                continue
+            if len(back) < len(group):
+                self.unready[tick] = [time for time in group if not le(time, new)]
+            else:
+                del self.unready[tick]
+            if tick is not None:
+                self._unparked(tick, len(back))
+            for time in back:
+                heapq.heappush(self.times, time)
+        moved = [e for e in self.blocked if new < e[2] and le(e[1], new)]
+        if moved:
+            self.blocked = [e for e in self.blocked if not (new < e[2] and le(e[1], new))]
+            heapq.heapify(self.blocked)
+            for _, time, tick in moved:
+                self._unparked(tick, 1)
+                heapq.heappush(self.times, time)
 
     def _unpark(self, tick: Any, low: Any) -> None:
         """Puts back among the times to examine those set apart for ``tick`` (if not None),
