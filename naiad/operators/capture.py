@@ -206,6 +206,7 @@ class ReplayVertex(ImportVertex):
     def __init__(self, logs: list[CaptureLog]) -> None:
         self.logs = logs
         self.read = [0] * len(logs)  # per log, the events replayed
+        self.open = list(range(len(logs)))  # the logs not replayed to their end yet
         self.held = [MutableAntichain() for _ in logs]  # per log, its frontier so far
         self.counts = MutableAntichain()  # all of them: the frontier to hold
         self.caps: dict[Any, Capability] = {}
@@ -231,8 +232,12 @@ class ReplayVertex(ImportVertex):
         if not self.caps:
             return
         more = False
-        for i, log in enumerate(self.logs):
-            more |= self._step(i, log)
+        logs, held, read = self.logs, self.held, self.read
+        for i in self.open:
+            more |= self._step(i, logs[i])
+        # a log read to its end, its frontier empty, has nothing more to give (stepping it at
+        # each activation cost the logs x the activations of the longest)
+        self.open = [i for i in self.open if not held[i].is_empty() or read[i] < len(logs[i])]
         if not self.caps:
             # every log's frontier is empty: an event still unread came after its log's end
             # (it would otherwise be dropped unread)
