@@ -10,7 +10,7 @@ Elements are timestamps or path summaries: anything :func:`le` can compare.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from typing import Any
 
 from naiad.progress.timestamp import Lex, Product
@@ -208,8 +208,12 @@ class MutableAntichain:
         if new_frontier == frontier:
             return []
         self._frontier = new_frontier
-        changes = [(t, -1) for t in frontier if t not in new_frontier]
-        changes.extend((t, 1) for t in new_frontier if t not in frontier)
+        old_in: Collection[Any] = frontier
+        new_in: Collection[Any] = new_frontier
+        if len(frontier) * len(new_frontier) > 64:  # wide frontiers: lists cost their product
+            old_in, new_in = set(frontier), set(new_frontier)
+        changes = [(t, -1) for t in frontier if t not in new_in]
+        changes.extend((t, 1) for t in new_frontier if t not in old_in)
         return changes
 
     def __repr__(self) -> str:
