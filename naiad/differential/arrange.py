@@ -133,20 +133,25 @@ class ArrangeVertex(Vertex):
             ready = self.times.pop_ready([incomplete.frontier])  # least first
             if ready:
                 # one batch per held capability: a time goes to the first held time (in row
-                # order) at or before it. Every one of them covers [lower, frontier): the
-                # first insert moves the spine's upper to the frontier, and a later batch
-                # described from there would claim (as its lower and since) a frontier its
-                # own times are not at or after (a recoding re-sorts a batch compacted to
-                # its since, which then moved those updates to later times)
+                # order) at or before it. Every one of them covers [lower, frontier) (a
+                # later batch described from the frontier would claim, as its lower and
+                # since, a frontier its own times are not at or after: a recoding re-sorts
+                # a batch compacted to its since, which then moved those updates to later
+                # times), and the spine's upper moves with the last: all are inserted
+                # before any is sent, so a reader on the stack of a send (a cut-through
+                # inspect) finds every time the upper calls complete in the spine
                 lower = spine.upper
                 caps = sorted(self.held.caps, key=lambda c: lattice.time_row(c.time, spine.depth))
                 groups: dict[int, list[Any]] = {}
                 for t in ready:
                     i = next(i for i, c in enumerate(caps) if less_equal(c.time, t))
                     groups.setdefault(i, []).append(t)
-                for i in sorted(groups):
-                    batch = self.seal(groups[i], frontier, lower)
-                    sealed = True
+                order = sorted(groups)
+                batches = [
+                    self.seal(groups[i], frontier, lower, last=i == order[-1]) for i in order
+                ]
+                sealed = True
+                for i, batch in zip(order, batches, strict=True):
                     if len(batch):
                         self.send(caps[i], batch)
             # hold exactly the least times still pending: a capability taken for a message
@@ -157,15 +162,17 @@ class ArrangeVertex(Vertex):
         if not len(frontier):
             spine.idle_merge()
 
-    def seal(self, times: list[Any], upper: np.ndarray, lower: np.ndarray) -> Batch:
+    def seal(self, times: list[Any], upper: np.ndarray, lower: np.ndarray, last: bool) -> Batch:
         """Inserts the updates pending at ``times`` (complete, least first) into the spine as
-        one batch with frontiers ``lower`` and ``upper``, and returns it."""
+        one batch with frontiers ``lower`` and ``upper``, and returns it; ``last``: the last
+        batch of this frontier step (the spine's upper moves with it: see
+        :meth:`Spine.insert <naiad.differential.trace.Spine.insert>`)."""
         parts = [part for t in times for part in self.pending.pop(t)]
         part = parts[0].concat(*parts[1:]) if len(parts) > 1 else parts[0]
         if not self.whole:  # keyed: records of any widths (Spine.insert_records)
-            return self.spine.insert_records(part, upper, lower)
+            return self.spine.insert_records(part, upper, lower, last)
         return self.spine.insert_updates(
-            part.data[0], part.data[1:], part.times, part.diffs, upper=upper, lower=lower
+            part.data[0], part.data[1:], part.times, part.diffs, upper, lower, last
         )
 
     def checkpoint(self) -> Any:

@@ -176,7 +176,7 @@ class SpineView(Spine):
     def nbytes(self) -> int:
         return 0  # nothing of its own
 
-    def insert(self, batch: Batch) -> Batch:
+    def insert(self, batch: Batch, last: bool = True) -> Batch:
         raise TypeError(f"{self.name!r} is a view of {self.outer.name!r}: it is read-only")
 
     def _maintain(self) -> None:

@@ -606,7 +606,9 @@ class Spine:
             return batch
         return packed_copy(batch, len(batch.vals) - self.trailing)
 
-    def insert_records(self, part: Updates, upper: np.ndarray, lower: np.ndarray) -> Batch:
+    def insert_records(
+        self, part: Updates, upper: np.ndarray, lower: np.ndarray, last: bool = True
+    ) -> Batch:
         """:meth:`insert_updates` of an ``Updates`` of records keyed by their first field (an
         arrangement by key): one column per field while every record has one width, packed
         from the first batch that brings another width, or mixes widths, on.
@@ -624,10 +626,12 @@ class Spine:
             self.pack()
         if self.packed:
             keys, values = keyed_columns(part)
-            return self.insert_updates(keys, (values,), part.times, part.diffs, upper, lower)
+            return self.insert_updates(
+                keys, (values,), part.times, part.diffs, upper, lower, last=last
+            )
         self.record_width = width
         return self.insert_updates(
-            part.data[0], part.data[1:], part.times, part.diffs, upper=upper, lower=lower
+            part.data[0], part.data[1:], part.times, part.diffs, upper, lower, last=last
         )
 
     @property
@@ -663,14 +667,20 @@ class Spine:
         """A new reader's handle on this spine (see :class:`TraceHandle`)."""
         return TraceHandle(self, logical)
 
-    def insert(self, batch: Batch) -> Batch:
-        """Adds a sealed batch (numbering it), then merges while sizes allow."""
+    def insert(self, batch: Batch, last: bool = True) -> Batch:
+        """Adds a sealed batch (numbering it), then merges while sizes allow. ``last``: no
+        other batch of its frontier step is still to come. An arrangement seals one batch
+        per held capability, each up to the step's frontier, and the upper frontier moves
+        only with the last: a reader in between (a callback on the stack of the operator
+        sealing them, or a listener) would otherwise see times complete whose updates are
+        in a batch not inserted yet."""
         batch.seq_lo = batch.seq_hi = self.next_seq
         self.next_seq += 1
         if not batch.encoded:
             batch.encoded = tuple(bool(e) for e in self.encoded)
         batch.packed = self.packed  # its maker wrote it in the spine's form
-        self.move_upper(batch.upper)
+        if last:
+            self.move_upper(batch.upper)
         if len(batch):
             self.batches.append(batch)
             self._maintain()
@@ -724,12 +734,13 @@ class Spine:
             cached = self._upper_times = (upper, times)
         return cached[1]
 
-    def advance_upper(self, upper: np.ndarray) -> Batch:
+    def advance_upper(self, upper: np.ndarray, last: bool = True) -> Batch:
         """Moves the upper frontier without updates (an empty batch, so that listeners such as
-        imports into other dataflows hear of it)."""
+        imports into other dataflows hear of it; ``last`` as for :meth:`insert`)."""
         empty = np.zeros(0, dtype=np.int64)
         times = np.zeros((0, self.depth + 1), np.int64)
-        return self.insert(Batch(empty, (), times, empty, self.upper, upper, self.since()))
+        batch = Batch(empty, (), times, empty, self.upper, upper, self.since())
+        return self.insert(batch, last)
 
     def insert_updates(
         self,
@@ -739,10 +750,12 @@ class Spine:
         diffs: np.ndarray,
         upper: np.ndarray,
         lower: np.ndarray | None = None,
+        last: bool = True,
     ) -> Batch:
         """Encodes, seals and inserts updates whose times lie in ``[lower, upper)``
         (``lower`` by default the spine's upper: an arrangement that seals several batches at
-        one frontier step gives each the upper it had before the first)."""
+        one frontier step gives each the upper it had before the first; ``last`` as for
+        :meth:`insert`)."""
         keys, *rest = self.encode([keys, *vals])
         lower = self.upper if lower is None else lower
         # a new batch is also a message of changes: its times stay exact (since = lower);
@@ -751,7 +764,7 @@ class Spine:
             keys, tuple(rest), times, diffs, lower, upper, lower[:0], self.lex, decode=self.decode
         )
         batch.since = lower
-        return self.insert(batch)
+        return self.insert(batch, last)
 
     def _settled(self) -> int:
         """How many of the oldest batches every tracking reader has acknowledged: only those

@@ -68,7 +68,7 @@ class UpsertVertex(ArrangeVertex):
             self.stash(cap.time, records)
             self.held.add(cap)
 
-    def seal(self, times: list[Any], upper: np.ndarray, lower: np.ndarray) -> Batch:
+    def seal(self, times: list[Any], upper: np.ndarray, lower: np.ndarray, last: bool) -> Batch:
         # per key, its upserts' values per time (times least first, as given)
         upserts: dict[Hashable, dict[Any, list[Any]]] = {}
         for t in times:
@@ -96,15 +96,16 @@ class UpsertVertex(ArrangeVertex):
                 old = new
         spine = self.spine
         if not out:  # no value changed: the upper frontier moves all the same
-            return spine.advance_upper(upper)
+            return spine.advance_upper(upper, last)
         key_column, value_column = columns_of(out)
         return spine.insert_updates(
             key_column,
             (value_column,),
             time_matrix(at, spine.depth),
             np.array(diffs, dtype=np.int64),
-            upper=upper,
-            lower=lower,
+            upper,
+            lower,
+            last,
         )
 
     def _winner(self, key: Any, t: Any, values: list[Any]) -> Any:
