@@ -270,6 +270,39 @@ async def test_a_lex_handle_refuses_product_times() -> None:
         handle.close()
 
 
+@pytest.mark.parametrize("kind", [naiad.Product, naiad.Lex])
+async def test_a_subscribe_handle_refuses_the_other_kind_of_loop_time(kind: type) -> None:
+    """A subscription's handle had no shape, only a depth: on a Product loop held at
+    (0, 7) it answered ``less_equal(Lex(1, 0))`` False, "complete", by the Product order,
+    while the callbacks of Lex-earlier times such as (0, 8) had not run; ``wait(Lex(1, 0))``
+    returned at once, and waits for Product(1, 0) and Lex(1, 0) shared one entry. A probe
+    on the same stream refuses the other kind; so does the subscription's handle now."""
+    other = naiad.Lex if kind is naiad.Product else naiad.Product
+    seen: list[Any] = []
+    async with naiad.Runtime() as rt:
+
+        def build(s: naiad.Scope) -> Any:
+            with s.iterative(time_class=kind) as loop:
+                handle, stream = loop.new_unordered_input()
+                return handle, stream.subscribe(lambda t, rs: seen.append(t)), stream.probe()
+
+        ((handle, sub, probe),) = rt.dataflow(build).results
+        cap = handle.capability
+        held = cap.delayed(kind(0, 7))
+        cap.drop()
+        await asyncio.wait_for(sub.wait(kind(0, 6)), 10)
+        assert sub.less_equal(kind(0, 7)) and not sub.less_equal(kind(0, 6))
+        for read in (sub, probe):
+            with pytest.raises(TypeError, match=rf"time must have the shape of {kind.__name__}"):
+                read.less_equal(other(1, 0))
+            with pytest.raises(TypeError, match=rf"time must have the shape of {kind.__name__}"):
+                await read.wait(other(1, 0))
+        assert sub.less_equal(kind(1, 0)) == (kind is naiad.Lex)  # (0, 7) before it?
+        held.drop()
+        await asyncio.wait_for(sub.wait(), 10)
+    assert seen == []  # nothing was sent: no time has records (and loop times are not epochs)
+
+
 def _loop_probe(handle: naiad.ProbeHandle, time_class: Any) -> Any:
     """A build that probes a loop's stream of ``time_class`` with ``handle``, then fails."""
 

@@ -114,6 +114,7 @@ class ProbeHandle:
         self,
         frontier: Callable[[], MutableAntichain | Antichain] | None = None,
         levels: int | None = None,
+        least: Any = None,
     ) -> None:
         # the frontiers of the streams probed (several after probe_with) whose frontier is
         # not yet empty for good: a probe that completes withdraws its own
@@ -121,9 +122,11 @@ class ProbeHandle:
             [] if frontier is None else [frontier]
         )
         self._levels = levels  # the scope's loop depth: times given are checked against it
-        # the least time of the streams probed through probe_with: they all have its shape
-        # (Product or Lex at every level), and so must the times given to the handle
-        self._shape: Any = None
+        # the least time of the stream given (``least``) or of those probed through
+        # probe_with: they all have its shape (Product or Lex at every level), and so must
+        # the times given to the handle (equal as tuples, a time of the other kind would
+        # be answered by the stream's order, and share its waits)
+        self._shape: Any = least
         # pending waits, per time waited for (dicts: a wait given up leaves at once, in O(1),
         # not at the next frontier move, which an idle input may put off); the times are
         # indexed, so a frontier move costs the waits it completes, not a test of every wait

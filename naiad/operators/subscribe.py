@@ -50,7 +50,8 @@ class SubscribeVertex(Vertex):
         # the first integer epoch not yet reported; None inside a loop (only times seen)
         self.next_epoch: int | None = 0 if minimum.__class__ is int else None
         self.reported = Antichain([minimum])  # the frontier as of the last callbacks
-        self.handle = ProbeHandle(lambda: self.reported, levels)
+        # shaped like the stream's times: a Lex time on a Product loop's handle is refused
+        self.handle = ProbeHandle(lambda: self.reported, levels, least=minimum)
 
     def on_recv(self, port: int, cap: Capability, batch: Any) -> None:
         records = self.buffered.get(cap.time)
