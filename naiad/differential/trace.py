@@ -1053,6 +1053,12 @@ class TraceHandle:
     def close(self) -> None:
         self.closed = True
         self.spine.handles.discard(self)
+        completion = self.spine._completion
+        if completion is not None:
+            # its waits raise now, not at the next move of the upper frontier, which may
+            # never come (an idle input); the waits of the spine's other handles wake too,
+            # find their handle open and wait again
+            completion._end_waits()
 
     def check_open(self, what: str) -> None:
         """Raises ``ValueError`` naming ``what`` if the handle is closed: it no longer holds
@@ -1109,15 +1115,15 @@ class TraceHandle:
         """
         self.check_open("wait")
         t = None if time is None else self._time(time, "wait")
-        if self._complete(t):  # complete stays complete, whatever stopped the dataflow later
-            return
-        try:
-            await self.spine.completion().wait(t)
-        except BaseException as e:
-            if e is not self.spine.stopped:
-                raise
-            raise self._never_complete(t, e) from e
-        self.check_open("wait")
+        # (complete stays complete, whatever stopped the dataflow later)
+        while not self._complete(t):
+            try:
+                await self.spine.completion().wait(t)
+            except BaseException as e:
+                if e is not self.spine.stopped:
+                    raise
+                raise self._never_complete(t, e) from e
+            self.check_open("wait")  # woken by a close (see close), this one's or another's
 
     def _complete(self, time: Any) -> bool:
         if time is None:

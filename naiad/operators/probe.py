@@ -237,9 +237,19 @@ class ProbeHandle:
     def _fail(self, exc: BaseException) -> None:
         if self._failure is None:  # the first failure, not a peer's echo of it
             self._failure = exc
+        self._end_waits(exc)
+
+    def _end_waits(self, exc: BaseException | None = None) -> None:
+        """Ends every pending wait: raising ``exc``, or (None) returning as if its time had
+        completed, for a reader that checks again why it woke (the waits of a trace handle
+        closed while waiting: see ``TraceHandle.close``)."""
         for futures in [*self._waiters.values(), self._at_end]:
             for future in futures:
-                if not future.done():
+                if future.done():
+                    continue
+                if exc is None:
+                    future.set_result(None)
+                else:
                     future.set_exception(exc)
         self._waiters, self._times, self._at_end = {}, TimeQueue(), {}
 

@@ -137,7 +137,7 @@ async def test_wait_errors_name_the_mistake() -> None:
             trace.complete(1.5)
         assert trace.upper == [0] and not trace.complete(0)
 
-        # closed while waiting: the wait ends with the next move of the upper frontier
+        # closed while waiting: the wait raises (at once, the upper moving or not)
         waiting = asyncio.create_task(trace.wait(3))
         await asyncio.sleep(0.01)
         assert not waiting.done()
@@ -151,6 +151,34 @@ async def test_wait_errors_name_the_mistake() -> None:
         await df.finished()
         await counted.wait(10**30)  # the spine is complete: every time is
         assert counted.upper == []
+
+
+async def test_a_close_ends_the_handles_own_waits_at_once() -> None:
+    """A wait pending when its handle was closed raised only at the next move of the upper
+    frontier: with the input idle from then on it never returned (the read below timed
+    out after 5 s). A wait on another handle of the same spine goes on waiting."""
+    async with naiad.Runtime() as rt:
+        df = rt.dataflow(build)
+        session, _, trace, _ = df.results[0]
+        other = trace.spine.reader()
+        session.advance_to(1)
+        await trace.wait(0)
+        closed = asyncio.create_task(trace.wait(3))
+        kept = asyncio.create_task(other.wait(3))
+        whole = asyncio.create_task(other.wait())
+        await asyncio.sleep(0.01)
+        assert not closed.done() and not kept.done()
+        trace.close()
+        with pytest.raises(ValueError, match=r"wait: the trace handle of 'arrange' is closed"):
+            await asyncio.wait_for(closed, 5)
+        await asyncio.sleep(0.01)
+        assert not kept.done() and not whole.done() and other.upper == [1]
+        session.advance_to(4)
+        await asyncio.wait_for(kept, 10)
+        assert other.complete(3) and not whole.done()
+        session.close()
+        await asyncio.wait_for(whole, 10)
+        other.close()
 
 
 async def test_cursor_at_refuses_times_it_cannot_read() -> None:
