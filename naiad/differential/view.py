@@ -42,7 +42,7 @@ from naiad.differential import lattice
 from naiad.differential.trace import TAIL_BATCHES, TAIL_ROWS
 from naiad.differential.updates import Updates, merge_updates, records_of
 from naiad.operators.gather import refusal
-from naiad.operators.probe import ProbeHandle
+from naiad.operators.probe import ProbeHandle, input_frontier
 from naiad.progress.antichain import MutableAntichain
 from naiad.progress.capability import Capability
 from naiad.progress.timestamp import as_time_like
@@ -109,12 +109,12 @@ class View:
         """``{record: multiplicity}`` at ``time``, which must be complete and in advance of the
         compaction frontier (:attr:`since`). A gathered view is read at worker 0, which
         holds every worker's records: another worker's holds none, so it refuses to answer."""
-        self._check_gathered()
         time = self._time(time)
-        if not self.complete(time):
+        if not self.complete(time):  # (first: read from the build, it has no worker yet)
             raise ValueError(
                 f"view {self.name!r}: time {time!r} is not complete yet; its contents may change"
             )
+        self._check_gathered()
         row = self._rows([time], f"time {time!r}")
         if not lattice.beyond(row, self._least, self.lex)[0]:
             # not a compaction's doing: no collection has times there (reading one would
@@ -287,7 +287,7 @@ class ViewVertex(Vertex):
         self.view = view
         view.vertex = self
         # what View.wait awaits (a failure of the runtime reaches it as a probe's does)
-        self.handle = ProbeHandle(lambda: self.shard.frontiers[0], len(view.lex))
+        self.handle = ProbeHandle(input_frontier(self, view._shape), len(view.lex))
 
     def on_recv(self, port: int, cap: Capability, batch: Updates) -> None:
         self.view._insert(batch)

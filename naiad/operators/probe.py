@@ -18,6 +18,20 @@ if TYPE_CHECKING:
     from naiad.operators.stream import Stream
 
 
+def input_frontier(vertex: Vertex, least: Any) -> Callable[[], MutableAntichain | Antichain]:
+    """The frontier of ``vertex``'s first input, for a handle to read: ``least`` (nothing
+    complete) while the vertex's dataflow is being built and it has no shard yet."""
+    start = Antichain([least])
+
+    def frontier() -> MutableAntichain | Antichain:
+        try:
+            return vertex.shard.frontiers[0]
+        except AttributeError:  # (read from the build function)
+            return start
+
+    return frontier
+
+
 class ProbeVertex(Vertex):
     """Consumes and discards; its input frontier is what the handle reports (with the
     frontiers of the other streams the handle probes).
@@ -35,7 +49,7 @@ class ProbeVertex(Vertex):
         self.handle = handle
         self.label = name  # (its shard's name: unknown if the build fails first)
         self.owns = owns  # the handle is this vertex's alone (made by probe())
-        self._source: Callable[[], MutableAntichain] | None = None
+        self._source: Callable[[], MutableAntichain | Antichain] | None = None
         self._shaped = (False, False)  # whether attach set the handle's levels, its shape
 
     def attach(self, levels: int, least: Any) -> None:
@@ -48,8 +62,8 @@ class ProbeVertex(Vertex):
             handle._levels = levels
         if handle._shape is None:
             handle._shape = least
-        self._source = lambda: self.shard.frontiers[0]
-        handle._sources.append(self._source)
+        self._source = source = input_frontier(self, least)
+        handle._sources.append(source)
 
     def on_recv(self, port: int, cap: Capability, batch: Any) -> None:
         pass
