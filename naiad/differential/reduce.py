@@ -692,7 +692,10 @@ class ReduceVertex(Vertex):
                     tuple(np.concatenate([v, v[extra]]) for v in hvals),
                 )
                 minus = np.concatenate([minus, np.ones(len(extra), dtype=np.int64)])
-            dk = np.concatenate([ok.astype(hk.dtype), hk])
+            # in the type both promote to, as the values: the history may be ints (or bools)
+            # beside new float (or int) keys of other groups, which a cast to the history's
+            # type truncated (2.5 to 2, 2 to True)
+            dk = np.concatenate([ok, hk])
             dvals = tuple(np.concatenate([a, b]) for a, b in zip(ovals, hvals, strict=True))
             dd = np.concatenate([ocounts, minus])
         else:
