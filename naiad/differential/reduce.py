@@ -314,6 +314,10 @@ def _pairs(key: Any, result: Any) -> list[tuple[Any, int]]:
     Traceback (most recent call last):
     ...
     OverflowError: reduce: f returned count 9223372036854775808 for key 'k': counts are int64
+    >>> _pairs("k", [(["a"], 1)])
+    Traceback (most recent call last):
+    ...
+    TypeError: reduce: f returned the value ['a'] for key 'k': values must be hashable
     """
     try:
         pairs = [(value, operator.index(count)) for value, count in result or ()]
@@ -322,10 +326,23 @@ def _pairs(key: Any, result: Any) -> list[tuple[Any, int]]:
             f"reduce: f must return (value, count) pairs with integer counts; for key {key!r} "
             f"it returned {result!r}"
         ) from None
-    for _, count in pairs:
+    for value, count in pairs:
         if not -(2**63) <= count < 2**63:
             raise OverflowError(
                 f"reduce: f returned count {count} for key {key!r}: counts are int64"
+            )
+        # here, where the key and f can be named (the column built later names neither)
+        try:
+            hash(value)
+        except TypeError:
+            raise TypeError(
+                f"reduce: f returned the value {value!r} for key {key!r}: values must be hashable"
+            ) from None
+        fields = value if value.__class__ is tuple else (value,)
+        if any(f != f for f in fields):
+            raise ValueError(
+                f"reduce: f returned the value {value!r} for key {key!r}: a NaN is not equal "
+                "to itself, so its changes could never cancel: use None or a sentinel value"
             )
     return pairs
 

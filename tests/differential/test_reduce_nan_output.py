@@ -50,3 +50,27 @@ def test_a_count_beyond_int64_is_named(layout: Any) -> None:
 
     with pytest.raises(OverflowError, match="reduce: f returned count 18446744073709551616"):
         ref.run(build, layout)
+
+
+@pytest.mark.parametrize("layout", [(1, 1), (1, 1, False), (1, 2)])
+@pytest.mark.parametrize(
+    ("f", "error", "message"),
+    [
+        (lambda k, vs: [([k], 1)], TypeError, r"f returned the value \[1\] for key 1: .*hashable"),
+        (lambda k, vs: [(float("nan"), 1)], ValueError, "f returned the value nan for key 1"),
+        (lambda k, vs: [((k, float("nan")), 1)], ValueError, r"the value \(1, nan\) for key 1"),
+    ],
+    ids=["list", "nan", "nan-in-tuple"],
+)
+def test_a_bad_value_from_f_names_f_and_the_key(
+    layout: Any, f: Any, error: Any, message: str
+) -> None:
+    """f's unhashable or NaN output was refused by the column built from it, naming neither
+    f nor the key ('records in a collection must be hashable', 'a record field is NaN')."""
+
+    def build(scope: Any) -> Any:
+        Collection.from_epochs(scope, [[((1, "v"), 1)]]).reduce(f, name="bad_f")
+
+    with pytest.raises(error, match=message) as info:
+        ref.run(build, layout)
+    assert any("bad_f" in note for note in getattr(info.value, "__notes__", []))
