@@ -4,9 +4,11 @@ Two classes with two lifetimes, as in timely's ``reachability.rs``:
 
 * :class:`GraphBuilder` is construction time. It holds the logical graph (nodes with input
   and output ports, each node's internal path summaries, edges from output ports to input
-  ports) and :meth:`GraphBuilder.build` computes, for every location, the antichain of
-  minimal path summaries to every location it can reach (Naiad §2.3's ``Ψ[l1, l2]``),
-  rejecting cycles that do not strictly advance time (invariant 5).
+  ports) and :meth:`GraphBuilder.build` gives a :class:`Reachability`: the antichain of
+  minimal path summaries from a location to every location it can reach (Naiad §2.3's
+  ``Ψ[l1, l2]``), computed up front only inside the graph's cycles (in time linear in the rest
+  of the graph), for the rest on demand; it rejects cycles that do not strictly advance time
+  (invariant 5).
 * :class:`Tracker` is run time. It keeps an occurrence count per pointstamp
   ``(location, time)`` and, for every input port (target), a :class:`MutableAntichain` whose
   frontier is the minimal times implied there by every *active* pointstamp (count > 0)
@@ -22,9 +24,11 @@ Locations are small integers. A *source* is an output port, where capabilities l
 from __future__ import annotations
 
 import heapq
+import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from naiad.progress.antichain import Antichain, MutableAntichain, le
@@ -94,7 +98,22 @@ class GraphBuilder:
 
 
 class Reachability:
-    """The frozen result of :meth:`GraphBuilder.build`: locations and ``Ψ``."""
+    """The frozen result of :meth:`GraphBuilder.build`: locations, one-step successors, the
+    strongly connected components, and ``Ψ``.
+
+    Building costs time linear in the graph plus ``Ψ`` *inside* each component (paths between
+    two locations of a component never leave it), which is what the cycle check and
+    :class:`FrontierTracker` need. ``Ψ`` from or to any one location is computed on demand
+    (:meth:`summaries`, :meth:`reaching`) and the whole table only for :attr:`paths`
+    (:class:`PsiTracker`): on a chain of ``M`` operators it has ``O(M**2)`` entries.
+
+    >>> g = GraphBuilder()
+    >>> a = g.add_node("in", 0, 1); m = g.add_node("map", 1, 1); b = g.add_node("out", 1, 0)
+    >>> g.add_edge((a, 0), (m, 0)); g.add_edge((m, 0), (b, 0))
+    >>> r = g.build()
+    >>> [r.describe(loc) for loc, _ in r.reaching(r.target(b, 0))]
+    ["output 0 of 'in'", "input 0 of 'map'", "output 0 of 'map'", "input 0 of 'out'"]
+    """
 
     def __init__(self, builder: GraphBuilder) -> None:
         self.node_names = [n.name for n in builder.nodes]
@@ -126,37 +145,26 @@ class Reachability:
             for loc in members:
                 self.component[loc] = index
 
-        # Ψ by propagation from every location (paths of length >= 1 first, then identity).
-        self._psi: list[dict[int, Antichain]] = []
+        # Ψ inside the components with a cycle, from each location in turn (paths of length
+        # >= 1 first, for the check, then the identity); a cycle never leaves its component.
+        inside = [
+            [(nxt, s) for nxt, s in steps if self.component[nxt] == self.component[loc]]
+            for loc, steps in enumerate(successors)
+        ]
+        self._within: dict[int, dict[int, Antichain]] = {}
         for start in range(len(self.locations)):
-            reached: dict[int, Antichain] = defaultdict(Antichain)
-            work: list[tuple[int, PathSummary]] = list(successors[start])
-            while work:
-                loc, summary = work.pop()
-                if reached[loc].insert(summary):
-                    work.extend((nxt, summary.then(s)) for nxt, s in successors[loc])
+            if len(self.components[self.component[start]]) == 1:
+                continue
+            reached = _propagate(start, inside, PathSummary.then)
             for summary in reached.get(start, Antichain()):
                 if not summary.advances:
                     raise CycleError(
                         f"a cycle through {self.describe(start)} does not strictly advance "
                         f"time (summary {summary!r}); every cycle needs a feedback vertex"
                     )
-            reached[start].insert(PathSummary())
-            self._psi.append(dict(reached))
-
-        # What the tracker needs: for each location, the targets it implies times at.
-        self.paths: list[list[tuple[int, tuple[PathSummary, ...]]]] = [
-            [(loc, tuple(ac)) for loc, ac in psi.items() if self.is_target[loc]]
-            for psi in self._psi
-        ]
-        # And the reverse, for questions about one pointstamp: the locations that can reach
-        # each location (itself included, by the identity), with their summaries.
-        self.reaching: list[list[tuple[int, tuple[PathSummary, ...]]]] = [
-            [] for _ in self.locations
-        ]
-        for start, psi in enumerate(self._psi):
-            for loc, ac in psi.items():
-                self.reaching[loc].append((start, tuple(ac)))
+            reached.setdefault(start, Antichain()).insert(PathSummary())
+            self._within[start] = reached
+        self._psi: dict[int, dict[int, Antichain]] = {}  # Ψ from a location, once asked for
 
     def _new_location(self, node: int, port: int, is_source: bool) -> int:
         self.locations.append((node, port, is_source))
@@ -164,6 +172,8 @@ class Reachability:
 
     def _check_cycles(self, successors: list[list[tuple[int, PathSummary]]]) -> None:
         """Finds a cycle all of whose steps leave time unchanged, and names its operators."""
+        # (the steps kept once per location: a node with d of them is on the stack d times)
+        still = [[n for n, s in steps if not s.advances] for steps in successors]
         state = [0] * len(self.locations)  # 0 new, 1 on the stack, 2 done
         for root in range(len(self.locations)):
             if state[root]:
@@ -173,7 +183,7 @@ class Reachability:
             state[root] = 1
             while stack:
                 loc, i = stack[-1]
-                steps = [n for n, s in successors[loc] if not s.advances]
+                steps = still[loc]
                 if i < len(steps):
                     stack[-1] = (loc, i + 1)
                     nxt = steps[i]
@@ -208,13 +218,49 @@ class Reachability:
 
     def summaries(self, l1: int, l2: int) -> Antichain:
         """The minimal summaries of paths from ``l1`` to ``l2`` (empty if unreachable)."""
-        return self._psi[l1].get(l2, Antichain())
+        return self._psi_from(l1).get(l2, Antichain())
 
     def could_result_in(self, t1: Any, l1: int, t2: Any, l2: int) -> bool:
         """Whether pointstamp ``(t1, l1)`` could result in ``(t2, l2)`` (Naiad §2.3)."""
-        from naiad.progress.antichain import le
-
         return any(le(s.apply(t1), t2) for s in self.summaries(l1, l2))
+
+    def within(self, loc: int) -> dict[int, Antichain]:
+        """``Ψ`` from ``loc`` to the locations of its component (itself included), for a
+        location on a cycle; empty for one off every cycle."""
+        return self._within.get(loc, {})
+
+    def reaching(self, loc: int) -> list[tuple[int, tuple[PathSummary, ...]]]:
+        """The locations that can reach ``loc`` (itself included, by the identity) in
+        location order, each with its minimal summaries to ``loc``; computed on each call,
+        backwards from ``loc`` (a summary is monotone in the path before it as well)."""
+        reached = _propagate(loc, self._predecessors, lambda path, step: step.then(path))
+        reached.setdefault(loc, Antichain()).insert(PathSummary())
+        return [(other, tuple(reached[other])) for other in sorted(reached)]
+
+    @cached_property
+    def paths(self) -> list[list[tuple[int, tuple[PathSummary, ...]]]]:
+        """Per location, the targets it reaches (itself included) with their minimal summaries:
+        ``Ψ`` whole, for :class:`PsiTracker`."""
+        return [
+            [(loc, tuple(ac)) for loc, ac in self._psi_from(start).items() if self.is_target[loc]]
+            for start in range(len(self.locations))
+        ]
+
+    @cached_property
+    def _predecessors(self) -> list[list[tuple[int, PathSummary]]]:
+        before: list[list[tuple[int, PathSummary]]] = [[] for _ in self.locations]
+        for loc, steps in enumerate(self.steps):
+            for nxt, s in steps:
+                before[nxt].append((loc, s))
+        return before
+
+    def _psi_from(self, start: int) -> dict[int, Antichain]:
+        psi = self._psi.get(start)
+        if psi is None:
+            reached = defaultdict(Antichain, _propagate(start, self.steps, PathSummary.then))
+            reached[start].insert(PathSummary())
+            psi = self._psi[start] = dict(reached)
+        return psi
 
     def describe(self, loc: int) -> str:
         node, port, is_source = self.locations[loc]
@@ -229,23 +275,44 @@ than fanning every change out through ``Ψ`` (:class:`PsiTracker`). See :class:`
 for the measurements behind the value."""
 
 
-def acyclic_fanout(reachability: Reachability) -> float:
+def acyclic_fanout(reachability: Reachability, above: float | None = None) -> float:
     """The mean, over locations, of the targets off every cycle each one reaches, itself
     excluded: the part of ``Ψ``'s fan-out that propagating frontier changes may skip (a target
     on a cycle gets every change through its component's part of ``Ψ`` in both strategies).
+
+    Counted without ``Ψ``, by one pass over the components from the last to the first, each
+    one's set of reached targets the union of its successors'. With ``above``, counting stops
+    once the mean is sure to exceed it (the count only grows) and returns the mean so far: on
+    a long chain the pass then stops after ``O(sqrt(M))`` operators, not ``O(M**2)`` set
+    entries.
 
     >>> g = GraphBuilder()
     >>> a = g.add_node("in", 0, 1); m = g.add_node("map", 1, 1); b = g.add_node("out", 1, 0)
     >>> g.add_edge((a, 0), (m, 0)); g.add_edge((m, 0), (b, 0))
     >>> acyclic_fanout(g.build())  # in: 2 targets, map's input and output: 1 each, out: 0
     1.0
+    >>> acyclic_fanout(g.build(), above=0.25)  # stops after out, map's output and input
+    0.5
     """
     r = reachability
-    off_cycles = [len(r.components[c]) == 1 for c in r.component]
-    reached = sum(
-        1 for loc, paths in enumerate(r.paths) for t, _ in paths if t != loc and off_cycles[t]
-    )
-    return reached / len(r.locations) if r.locations else 0.0
+    if not r.locations:
+        return 0.0
+    limit = math.inf if above is None else above * len(r.locations)
+    total = 0
+    reached: list[set[int]] = [set() for _ in r.components]  # per component, what it reaches
+    for c in reversed(range(len(r.components))):
+        members = r.components[c]
+        found = reached[c]
+        for loc in members:
+            for nxt, _ in r.steps[loc]:
+                if r.component[nxt] != c:
+                    found |= reached[r.component[nxt]]
+        total += len(found) * len(members)
+        if len(members) == 1 and r.is_target[members[0]]:
+            found.add(members[0])  # for those upstream; the target itself does not count
+        if total > limit:
+            break
+    return total / len(r.locations)
 
 
 class Tracker:
@@ -290,7 +357,8 @@ class Tracker:
     def __new__(cls, reachability: Reachability, strategy: str | None = None) -> Tracker:
         if cls is Tracker:
             if strategy is None:
-                big = acyclic_fanout(reachability) > FRONTIER_TRACKING_ABOVE
+                above = FRONTIER_TRACKING_ABOVE
+                big = acyclic_fanout(reachability, above) > above
                 strategy = "frontier" if big else "psi"
             if strategy == "psi":
                 cls = PsiTracker
@@ -313,10 +381,9 @@ class Tracker:
         # strategy.
         self._fanout: list[list[tuple[int, tuple[Any, ...]]]] = []
         self._pending: dict[int, list[tuple[Any, int]]] = {}
-        self._reaching = [
-            [(other, tuple(s.compile() for s in summaries)) for other, summaries in reaching]
-            for reaching in reachability.reaching
-        ]
+        # Per location, once asked for: reachability.reaching compiled (for diagnosis and the
+        # progress actor's hold check, which ask about few locations of a big graph).
+        self._reaching: dict[int, list[tuple[int, tuple[Any, ...]]]] = {}
         self.active = 0  # pointstamps with a positive count
 
     def update(self, loc: int, time: Any, delta: int) -> None:
@@ -377,7 +444,7 @@ class Tracker:
     def dominator(self, loc: int, time: Any) -> tuple[int, Any] | None:
         """An active pointstamp other than ``(loc, time)`` that could-result-in it, or None."""
         counts = self._counts
-        for other, applies in self._reaching[loc]:
+        for other, applies in self.reaching(loc):
             at = counts[other]
             if not at:
                 continue
@@ -391,7 +458,13 @@ class Tracker:
     def reaching(self, loc: int) -> list[tuple[int, tuple[Any, ...]]]:
         """The locations that can reach ``loc`` (itself included), each with its minimal path
         summaries compiled (``None`` for the identity; else a function of the time)."""
-        return self._reaching[loc]
+        found = self._reaching.get(loc)
+        if found is None:
+            found = self._reaching[loc] = [
+                (other, tuple(s.compile() for s in summaries))
+                for other, summaries in self.reachability.reaching(loc)
+            ]
+        return found
 
     def active_pointstamps(self) -> list[tuple[int, Any, int]]:
         """Every pointstamp with a positive count, as ``(location, time, count)``."""
@@ -520,8 +593,8 @@ class FrontierTracker(Tracker):
                     self._inputs[loc] = MutableAntichain()
                     self._within[loc] = [
                         (other, tuple(s.compile() for s in summaries))
-                        for other, summaries in r.paths[loc]
-                        if component[other] == component[loc]
+                        for other, summaries in r.within(loc).items()
+                        if is_target[other]
                     ]
 
     def propagate(self) -> list[int]:
@@ -590,6 +663,28 @@ def _extend(
         bucket.extend(changes)
     else:
         bucket.extend([(apply(t), delta) for t, delta in changes])
+
+
+def _propagate(
+    start: int,
+    steps: list[list[tuple[int, PathSummary]]],
+    compose: Callable[[PathSummary, PathSummary], PathSummary],
+) -> dict[int, Antichain]:
+    """The minimal summaries of the paths of length >= 1 from ``start`` along ``steps``, each
+    path's summary extended by ``compose(summary so far, step)``. Keeping only the minimal
+    summaries at every location is exact because composing is monotone in both arguments.
+
+    >>> one = PathSummary.feedback(1)
+    >>> _propagate(0, [[(1, one)], [(0, one), (2, one)], []], PathSummary.then)[2]
+    Antichain([PathSummary(+2)])
+    """
+    reached: dict[int, Antichain] = defaultdict(Antichain)
+    work: list[tuple[int, PathSummary]] = list(steps[start])
+    while work:
+        loc, summary = work.pop()
+        if reached[loc].insert(summary):
+            work.extend((nxt, compose(summary, s)) for nxt, s in steps[loc])
+    return dict(reached)
 
 
 def _components(steps: list[list[tuple[int, PathSummary]]]) -> list[list[int]]:
