@@ -114,6 +114,24 @@ async def clock_ahead(epochs: int) -> list[Any]:
     return out
 
 
+def reclock_in_a_loop(seen: list[Any]) -> Any:
+    """A build: records ``("d", x)`` and ticks ``("c", _)`` from one unordered input in a
+    loop, the records reclocked by the ticks into ``seen`` as ``(time, x)``; returns the
+    input handle and a probe of the output."""
+
+    def build(s: naiad.Scope) -> Any:
+        with s.iterative() as loop:
+            handle, stream = loop.new_unordered_input()
+            data = stream.filter(lambda r: r[0] == "d").map(lambda r: r[1])
+            clock = stream.filter(lambda r: r[0] == "c")
+            out = data.reclock(clock)
+            out.inspect_batch(lambda t, b: seen.extend((t, i) for i in b))
+            probe = out.leave().probe()
+        return handle, probe
+
+    return build
+
+
 async def waiting_in_a_loop(records: int, moves: int, tick_each: bool = False) -> list[Any]:
     """Records at ``(0, k)`` for k < ``records``, one tick at ``(1, records)`` (with
     ``tick_each``, one at ``(1, k)`` for each): complete while the clock's frontier is still
@@ -122,18 +140,7 @@ async def waiting_in_a_loop(records: int, moves: int, tick_each: bool = False) -
     open in epoch 1."""
     seen: list[Any] = []
     async with naiad.Runtime(1) as rt:
-
-        def build(s: naiad.Scope) -> Any:
-            with s.iterative() as loop:
-                handle, stream = loop.new_unordered_input()
-                data = stream.filter(lambda r: r[0] == "d").map(lambda r: r[1])
-                clock = stream.filter(lambda r: r[0] == "c")
-                out = data.reclock(clock)
-                out.inspect_batch(lambda t, b: seen.extend((t, i) for i in b))
-                probe = out.leave().probe()
-            return handle, probe
-
-        ((handle, probe),) = rt.dataflow(build).results
+        ((handle, probe),) = rt.dataflow(reclock_in_a_loop(seen)).results
         start = handle.capability
         holds = [start.delayed(Product(0, records + i)) for i in range(1, moves + 1)]
         caps = [start.delayed(Product(0, k)) for k in range(records)]
@@ -205,18 +212,7 @@ async def ticks_after_the_waiting_ones(records: int, ticks: int) -> list[Any]:
     records' tick in the tuple order, so none of them is theirs."""
     seen: list[Any] = []
     async with naiad.Runtime(1) as rt:
-
-        def build(s: naiad.Scope) -> Any:
-            with s.iterative() as loop:
-                handle, stream = loop.new_unordered_input()
-                data = stream.filter(lambda r: r[0] == "d").map(lambda r: r[1])
-                clock = stream.filter(lambda r: r[0] == "c")
-                out = data.reclock(clock)
-                out.inspect_batch(lambda t, b: seen.extend((t, i) for i in b))
-                probe = out.leave().probe()
-            return handle, probe
-
-        ((handle, probe),) = rt.dataflow(build).results
+        ((handle, probe),) = rt.dataflow(reclock_in_a_loop(seen)).results
         start = handle.capability
         hold = start.delayed(Product(0, records))
         caps = [start.delayed(Product(0, k)) for k in range(records)]
