@@ -498,25 +498,31 @@ class Arranged:
 
         return reduce_arranged(self, logic, name)
 
-    def count(self, name: str = "count") -> Collection:
+    def count(self, name: str = "count", *, total: bool | None = None) -> Collection:
         """``(*record, count)`` for every distinct record, read from this arrangement as it
         is partitioned: by key (a hot key stays on one worker; :meth:`Collection.count`
-        spreads its records over the workers instead)."""
-        from naiad.differential import reduce as r
+        spreads its records over the workers instead). ``total`` chooses the algorithm as
+        for :meth:`Collection.count`: with ``None``, the total-order one where times are
+        totally ordered (:meth:`count_total`), the generic reduce inside ``Product`` loops;
+        ``True`` (refused in a ``Product`` loop) or ``False`` (the generic reduce) force it."""
+        from naiad.differential.total import per_record_arranged
 
-        return self.reduce(r.CountLogic(), name).as_collection()
+        return per_record_arranged(self, None, True, name, total, "count()")
 
-    def distinct(self, name: str = "distinct") -> Collection:
+    def distinct(self, name: str = "distinct", *, total: bool | None = None) -> Collection:
         """Every record with a positive count, once, read from this arrangement as it is
-        partitioned: by key (as :meth:`count`)."""
-        from naiad.differential import reduce as r
+        partitioned: by key (``total`` as for :meth:`count`)."""
+        from naiad.differential.total import per_record_arranged
 
-        return self.reduce(r.ThresholdLogic(None), name).as_collection()
+        return per_record_arranged(self, None, False, name, total, "distinct()")
 
-    def threshold(self, f: Callable[[np.ndarray], Any], name: str = "threshold") -> Collection:
+    def threshold(
+        self, f: Callable[[np.ndarray], Any], name: str = "threshold", *, total: bool | None = None
+    ) -> Collection:
         """Every record with multiplicity ``f(count)`` (``f`` maps a numpy array of non-zero
         counts to as many integers), read from this arrangement as it is partitioned: by key
-        (as :meth:`count`; :meth:`Collection.threshold` routes by whole record instead).
+        (as :meth:`count`, ``total`` too; :meth:`Collection.threshold` routes by whole record
+        instead).
 
         >>> import naiad, numpy as np
         >>> from naiad.differential import Collection
@@ -526,19 +532,19 @@ class Arranged:
         >>> naiad.run(build)
         [[('a', 0, 2), ('b', 0, 1), ('b', 1, 1)]]
         """
-        from naiad.differential import reduce as r
         from naiad.differential.collection import check_function
+        from naiad.differential.total import per_record_arranged
 
         check_function(f, 1, name, "f(counts)")
-        return self.reduce(r.ThresholdLogic(f), name).as_collection()
+        return per_record_arranged(self, f, False, name, total, "threshold(f)")
 
     def count_total(self, name: str = "count_total") -> Collection:
-        """:meth:`count` for totally ordered times (integer epochs, ``Lex`` loops): each batch
-        of this arrangement is read against the trace before it, and ``(*record, count)``
-        changes only at the times its record changed; no output arrangement, nothing
-        pending (differential dataflow's ``count_total``; see
-        :mod:`~naiad.differential.total`). The same changes as :meth:`count` at every time.
-        Inside a ``Product`` loop it is refused when built: use :meth:`count` there.
+        """:meth:`count` with ``total=True``, for totally ordered times (integer epochs,
+        ``Lex`` loops): each batch of this arrangement is read against the trace before it,
+        and ``(*record, count)`` changes only at the times its record changed; no output
+        arrangement, nothing pending (differential dataflow's ``count_total``; see
+        :mod:`~naiad.differential.total`). The same changes as the generic reduce at every
+        time. Inside a ``Product`` loop it is refused when built: use :meth:`count` there.
 
         >>> import naiad
         >>> from naiad.differential import Collection
@@ -548,27 +554,19 @@ class Arranged:
         >>> naiad.run(build)
         [[(('a', 2), 0, 1), (('b', 1), 0, 1), (('a', 1), 1, 1), (('a', 2), 1, -1)]]
         """
-        from naiad.differential.total import total_arranged
-
-        return total_arranged(self, None, True, name, "count()")
+        return self.count(name, total=True)
 
     def distinct_total(self, name: str = "distinct_total") -> Collection:
-        """:meth:`distinct` for totally ordered times (as :meth:`count_total`)."""
-        from naiad.differential.total import total_arranged
-
-        return total_arranged(self, None, False, name, "distinct()")
+        """:meth:`distinct` with ``total=True`` (as :meth:`count_total`)."""
+        return self.distinct(name, total=True)
 
     def threshold_total(
         self, f: Callable[[np.ndarray], Any], name: str = "threshold_total"
     ) -> Collection:
         """Every record with multiplicity ``f(count)`` (``f`` maps a numpy array of non-zero
-        counts to as many integers, one call per batch), for totally ordered times (as
-        :meth:`count_total`; :meth:`Collection.threshold` for any times)."""
-        from naiad.differential.collection import check_function
-        from naiad.differential.total import total_arranged
-
-        check_function(f, 1, name, "f(counts)")
-        return total_arranged(self, f, False, name, "threshold(f)")
+        counts to as many integers, one call per batch): :meth:`threshold` with
+        ``total=True``, for totally ordered times (as :meth:`count_total`)."""
+        return self.threshold(f, name, total=True)
 
 
 def read_batches(

@@ -34,7 +34,7 @@ from naiad.differential import iterate as iterate_mod
 from naiad.differential import lattice
 from naiad.differential import reduce as reduce_mod
 from naiad.differential.arrange import Arranged, arrange, encloses
-from naiad.differential.lanes import ArrangedByRecord, arrange_by_record
+from naiad.differential.lanes import arrange_by_record
 from naiad.differential.updates import (
     NAN_MESSAGE,
     Updates,
@@ -607,75 +607,91 @@ class Collection:
     def _logic(self, logic: Any, name: str) -> Collection:
         return self.arrange_by_key(name + ".arrange").reduce(logic, name).as_collection()
 
-    def _per_record(self, logic: Any, name: str) -> Collection:
-        """``logic`` (a per-record one) over this collection routed by whole records: the
-        records of one key spread over the workers (see :meth:`count`)."""
+    def _per_record(
+        self,
+        f: Callable[[np.ndarray], Any] | None,
+        counting: bool,
+        name: str,
+        total: bool | None,
+        instead: str,
+    ) -> Collection:
+        """``count`` (``counting``), ``distinct`` (``f`` None) or ``threshold(f)`` of this
+        collection routed by whole records (the records of one key spread over the workers,
+        see :meth:`count`), by the algorithm :func:`~naiad.differential.total.takes_total`
+        picks for ``total``."""
+        from naiad.differential.total import takes_total
+
+        if takes_total(self.scope, total, name, instead):  # checked before anything is built
+            return arrange_by_record(self, name + ".arrange").total(f, counting, name)
+        logic = reduce_mod.CountLogic() if counting else reduce_mod.ThresholdLogic(f)
         return arrange_by_record(self, name + ".arrange").reduce(logic, name)
 
-    def count(self, name: str = "count") -> Collection:
+    def count(self, name: str = "count", *, total: bool | None = None) -> Collection:
         """``(*record, count)`` for every distinct record.
 
         Records are routed to the workers by their whole record, not by their first field
         (as in differential dataflow), so a hot first field (a hub node's edges) spreads over
         every worker; ``count``, ``distinct`` and ``threshold`` of an :class:`Arranged` read
-        it as it is partitioned, by key. With totally ordered times (outside ``Product``
-        loops), :meth:`count_total` gives the same changes without an output arrangement.
-        Records may differ in shape, in one batch or between batches: each width of record
-        is arranged apart (:mod:`~naiad.differential.lanes`).
+        it as it is partitioned, by key. Records may differ in shape, in one batch or between
+        batches: each width of record is arranged apart (:mod:`~naiad.differential.lanes`).
+
+        Two algorithms give the same changes at every time. Where times are totally ordered
+        (integer epochs, ``Lex`` loops outside ``Product`` loops) ``total=None`` picks the
+        total-order one (:mod:`~naiad.differential.total`, differential dataflow's
+        ``count_total``: each input batch read against the trace before it, no output
+        arrangement, nothing waiting for the frontier; about twice as fast); inside a
+        ``Product`` loop, the generic reduce (an output arrangement, each time evaluated once
+        the frontier passes it). ``total=True`` demands the first (refused in a ``Product``
+        loop, as :meth:`count_total` is), ``total=False`` the second.
 
         >>> import naiad
         >>> naiad.run(lambda s: Collection.from_epochs(s, [[((0, "a"), 2), ((0, "b"), 1)]])
         ...           .count().changes())
         [[((0, 'a', 2), 0, 1), ((0, 'b', 1), 0, 1)]]
         >>> naiad.run(lambda s: Collection.from_epochs(s, [[(1, 1), ((1, 2), 1), ((1, 2, 3), 2)]])
-        ...           .count().changes())
+        ...           .count(total=False).changes())
         [[((1, 1), 0, 1), ((1, 2, 1), 0, 1), ((1, 2, 3, 2), 0, 1)]]
         """
-        return self._per_record(reduce_mod.CountLogic(), name)
+        return self._per_record(None, True, name, total, "count()")
 
-    def distinct(self, name: str = "distinct") -> Collection:
-        """Every record with a positive count, once (routed by whole record, as
-        :meth:`count`)."""
-        return self._per_record(reduce_mod.ThresholdLogic(None), name)
+    def distinct(self, name: str = "distinct", *, total: bool | None = None) -> Collection:
+        """Every record with a positive count, once (routed by whole record, and ``total``
+        choosing the algorithm, as for :meth:`count`)."""
+        return self._per_record(None, False, name, total, "distinct()")
 
-    def threshold(self, f: Callable[[np.ndarray], Any], name: str = "threshold") -> Collection:
-        """Every record with multiplicity ``f(count)``; ``f`` maps a numpy array of counts
-        (routed by whole record, as :meth:`count`)."""
-        return self._per_record(reduce_mod.ThresholdLogic(f), name)
+    def threshold(
+        self, f: Callable[[np.ndarray], Any], name: str = "threshold", *, total: bool | None = None
+    ) -> Collection:
+        """Every record with multiplicity ``f(count)``; ``f`` maps a numpy array of non-zero
+        counts to as many integers (routed by whole record, and ``total`` choosing the
+        algorithm, as for :meth:`count`)."""
+        check_function(f, 1, name, "f(counts)")
+        return self._per_record(f, False, name, total, "threshold(f)")
 
     def count_total(self, name: str = "count_total") -> Collection:
-        """:meth:`count` for totally ordered times (integer epochs, ``Lex`` loops), as
-        differential dataflow's ``count_total``: the same changes at every time, computed from
-        the input arrangement alone (each batch against the trace before it), with no output
-        arrangement and nothing waiting for the frontier. Routed by whole record, as
-        :meth:`count`; refused when built inside a ``Product`` loop (use :meth:`count`).
+        """:meth:`count` with ``total=True``, as differential dataflow's ``count_total``: for
+        totally ordered times (integer epochs, ``Lex`` loops), the same changes at every time,
+        computed from the input arrangement alone (each batch against the trace before it),
+        with no output arrangement and nothing waiting for the frontier. Refused when built
+        inside a ``Product`` loop (use :meth:`count`).
 
         >>> import naiad
         >>> naiad.run(lambda s: Collection.from_epochs(s, [[("a", 2)], [("a", 1), ("b", 1)]])
         ...           .count_total().changes())
         [[(('a', 2), 0, 1), (('a', 2), 1, -1), (('a', 3), 1, 1), (('b', 1), 1, 1)]]
         """
-        return self._total(name, "count()").total(None, True, name)
+        return self.count(name, total=True)
 
     def distinct_total(self, name: str = "distinct_total") -> Collection:
-        """:meth:`distinct` for totally ordered times (as :meth:`count_total`)."""
-        return self._total(name, "distinct()").total(None, False, name)
+        """:meth:`distinct` with ``total=True`` (as :meth:`count_total`)."""
+        return self.distinct(name, total=True)
 
     def threshold_total(
         self, f: Callable[[np.ndarray], Any], name: str = "threshold_total"
     ) -> Collection:
-        """:meth:`threshold` for totally ordered times (as :meth:`count_total`): every record
-        with multiplicity ``f(count)``, ``f`` called once per batch on the non-zero counts."""
-        check_function(f, 1, name, "f(counts)")
-        return self._total(name, "threshold(f)").total(f, False, name)
-
-    def _total(self, name: str, instead: str) -> ArrangedByRecord:
-        """This collection arranged by whole record for a ``*_total`` operator (its scope's
-        times checked first, so nothing is built for a refused one)."""
-        from naiad.differential.total import check_totally_ordered
-
-        check_totally_ordered(self.scope, name, instead)
-        return arrange_by_record(self, name + ".arrange")
+        """:meth:`threshold` with ``total=True`` (as :meth:`count_total`): every record with
+        multiplicity ``f(count)``, ``f`` called once per batch on the non-zero counts."""
+        return self.threshold(f, name, total=True)
 
     def sum(self, name: str = "sum") -> Collection:
         """``(key, sum of value x multiplicity)`` for ``(key, number)`` records."""

@@ -168,7 +168,7 @@ class ArrangedByRecord:
         from naiad.differential.collection import Collection
 
         out = self._read(name, lambda spine: total_vertex(spine.reader(), f, counting, name))
-        return Collection(out)
+        return Collection(out, consolidated=True)  # as a reduction's (see total_vertex)
 
 
 def arrange_by_record(collection: Collection, name: str) -> ArrangedByRecord:

@@ -52,6 +52,30 @@ if TYPE_CHECKING:
 Threshold = Callable[[np.ndarray], Any]
 
 
+def takes_total(scope: Any, total: bool | None, name: str, instead: str) -> bool:
+    """Whether ``count``, ``distinct`` or ``threshold`` (``name``) built in ``scope`` takes
+    the total-order algorithm: with ``total=None`` when the scope's times are totally ordered
+    (integer epochs, ``Lex`` loops outside ``Product`` ones), as ``total=True`` demands
+    (refused for partially ordered times, naming ``instead``); never with ``total=False``.
+
+    >>> import naiad
+    >>> from naiad.progress import Lex
+    >>> def build(scope):
+    ...     lex, loop = scope.iterative("lex", time_class=Lex), scope.iterative("loop")
+    ...     return [takes_total(s, t, "count", "count()") for s in (scope, lex, loop)
+    ...             for t in (None, False)]
+    >>> naiad.run(build)
+    [True, False, True, False, False, False]
+    """
+    if total is not None and not isinstance(total, bool):
+        raise TypeError(f"{name}: total must be True, False or None, not {total!r}")
+    if total is None:
+        return all(lattice.scope_lex(scope))
+    if total:
+        check_totally_ordered(scope, name, instead)
+    return total
+
+
 def check_totally_ordered(scope: Any, name: str, instead: str) -> None:
     """Raises ``ValueError`` naming ``name`` if the times of ``scope`` are only partially
     ordered: inside a ``Product`` loop (or a ``Lex`` loop nested in one), where the output
@@ -80,7 +104,7 @@ def check_totally_ordered(scope: Any, name: str, instead: str) -> None:
     raise ValueError(
         f"{name}: needs totally ordered times, but scope {product.path()!r} is a Product loop "
         "(its times are ordered componentwise: (epoch, iteration) pairs need not compare); "
-        f"use {instead}, which handles partially ordered times"
+        f"use {instead} (total=None or False), which handles partially ordered times"
     )
 
 
@@ -232,22 +256,37 @@ def _trace_counts(batch: Batch, records: Columns, earlier: Sequence[Batch]) -> n
     return total
 
 
-def total_arranged(
-    arranged: Arranged, f: Threshold | None, counting: bool, name: str, instead: str
+def per_record_arranged(
+    arranged: Arranged,
+    f: Threshold | None,
+    counting: bool,
+    name: str,
+    total: bool | None,
+    instead: str,
 ) -> Collection:
-    """The body of ``Arranged.count_total`` / ``threshold_total`` / ``distinct_total``
-    (``instead``: the general operator, which the error for partially ordered times names)."""
+    """The body of ``Arranged.count`` (``counting``), ``distinct`` (``f`` None) and
+    ``threshold(f)``: the total-order algorithm or the generic reduce, as
+    :func:`takes_total` chooses (``instead``: the call the error for partially ordered times
+    names)."""
     from naiad.differential.collection import Collection
+    from naiad.differential.reduce import CountLogic, ThresholdLogic
 
-    check_totally_ordered(arranged.scope, name, instead)
+    if not takes_total(arranged.scope, total, name, instead):
+        logic = CountLogic() if counting else ThresholdLogic(f)
+        return arranged.reduce(logic, name).as_collection()
     vertex = total_vertex(arranged.handle(), f, counting, name)
     node = arranged.scope.add_operator(name, vertex, [(arranged.stream, Pipeline())])
-    return Collection(arranged.stream.derive(node))
+    return Collection(arranged.stream.derive(node), consolidated=True)
 
 
 def total_vertex(
     handle: TraceHandle, f: Threshold | None, counting: bool, name: str
 ) -> TotalVertex:
-    """The vertex of a ``*_total`` operator reading a spine through ``handle``, a new one."""
+    """The vertex of a ``*_total`` operator reading a spine through ``handle``, a new one.
+
+    Its output is consolidated (:attr:`Collection.consolidated`), as a reduction's: within
+    a batch each record has one row per time, and a count's two changes at a time differ
+    in their count; the batches of an arrangement hold disjoint times, and a record (so
+    its output records, which begin with it or are it) lives on one worker, in one lane."""
     handle.set_physical_compaction(-1)  # nothing read yet: the spine keeps new batches apart
     return TotalVertex(handle, f, counting, name)
