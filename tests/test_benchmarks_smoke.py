@@ -131,13 +131,14 @@ def test_progress_traffic_counts_both_modes_and_explains_them() -> None:
 def test_arrange_reports_throughput_and_installs() -> None:
     report = cluster_report("arrange")
     results = report["results"]
-    for name in ("naiad", "naiad_total", "naiad_records", "dict"):
+    for name in ("naiad", "naiad_total", "naiad_generic", "naiad_records", "dict"):
         assert results[name]["updates_per_s"] > 0 and results[name]["correct"] is True
     for name in ("install_small", "install_large"):
         assert results[name]["seconds"] > 0 and results[name]["output_records"] >= 0
     assert {
         "naiad_over_dict",
         "naiad_total_over_dict",
+        "naiad_generic_over_dict",
         "install_large_over_small",
         "install_large_over_arrange",
     } <= (report["ratios"].keys())

@@ -376,6 +376,19 @@ REDUCTIONS: dict[str, tuple[Build, Callable[[Counter], Counter]]] = {
         lambda c: c.threshold(lambda n: n // 2, "huge_threshold"),
         lambda acc: Counter({r: n // 2 for r, n in acc.items() if n // 2}),
     ),
+    # the generic reduce (the operators above take the total-order algorithm by default)
+    "huge_count_generic": (
+        lambda c: c.count("huge_count_generic", total=False),
+        lambda acc: Counter({(r, n): 1 for r, n in acc.items() if n}),
+    ),
+    "huge_distinct_generic": (
+        lambda c: c.distinct("huge_distinct_generic", total=False),
+        lambda acc: Counter({r: 1 for r, n in acc.items() if n > 0}),
+    ),
+    "huge_threshold_generic": (
+        lambda c: c.threshold(lambda n: n // 2, "huge_threshold_generic", total=False),
+        lambda acc: Counter({r: n // 2 for r, n in acc.items() if n // 2}),
+    ),
     "huge_count_total": (
         lambda c: c.count_total("huge_count_total"),
         lambda acc: Counter({(r, n): 1 for r, n in acc.items() if n}),

@@ -51,7 +51,7 @@ async def imported_as_of(
             return (
                 session,
                 imported.as_collection().changes(),
-                imported.count().changes(),
+                imported.count(total=False).changes(),  # the generic reduce
                 imported.count_total().changes(),
                 collection.join(imported).changes(),
                 imported.join(collection).changes(),

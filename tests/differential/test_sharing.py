@@ -62,7 +62,7 @@ async def shared_join(
             imported = import_trace(df1.results[scope.index][1], scope)
             joined = collection.join(imported)
             reversed_ = imported.join(collection)
-            counted = imported.count()
+            counted = imported.count(total=False)  # the generic reduce
             total = imported.count_total()  # historic batches first, merged and compacted
             return (
                 session,
