@@ -212,7 +212,8 @@ def test_inside_a_lex_loop_at_every_lex_time(epochs: Any, layout: Any) -> None:
     st.integers(1, 3).flatmap(
         lambda n: st.tuples(
             ref.histories(st.integers(0, 5), count=n, negative=False),
-            ref.histories(st.tuples(st.integers(0, 5), st.integers(0, 5)), count=n),
+            # no blind retractions: a negative self-loop makes reach oscillate for ever
+            ref.histories(st.tuples(st.integers(0, 5), st.integers(0, 5)), count=n, negative=False),
         )
     ),
     st.sampled_from(ref.LAYOUTS),
