@@ -65,7 +65,7 @@ def takes_total(scope: Any, total: bool | None, name: str, instead: str) -> bool
     ...     return [takes_total(s, t, "count", "count()") for s in (scope, lex, loop)
     ...             for t in (None, False)]
     >>> naiad.run(build)
-    [True, False, True, False, False, False]
+    [[True, False, True, False, False, False]]
     """
     if total is not None and not isinstance(total, bool):
         raise TypeError(f"{name}: total must be True, False or None, not {total!r}")
