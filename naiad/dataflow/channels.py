@@ -302,11 +302,11 @@ class ExchangePusher:
     def push(self, time: Any, batch: Any) -> None:
         pushers, encoders = self.pushers, self.encoders
         parts = self._partition(batch)
-        if encoders is None or len(parts) <= 1:
+        if encoders is None or not parts or (len(parts) == 1 and encoders[parts[0][0]] is None):
             for worker, part in parts:
                 pushers[worker].push(time, part)
             return
-        self.stage(time, batch, parts)()
+        self.stage(time, batch, parts)()  # encoded here, so that a refusal names the target
 
     def _partition(self, batch: Any) -> list[tuple[int, Any]]:
         try:
@@ -324,9 +324,17 @@ class ExchangePusher:
         delivered anywhere."""
         pushers, encoders = self.pushers, self.encoders
         staged = []
-        for worker, part in self._partition(batch) if parts is None else parts:
-            encode = None if encoders is None else encoders[worker]
-            staged.append((worker, part if encode is None else encode(time, part), encode))
+        if parts is None:
+            parts = self._partition(batch)
+        try:
+            for worker, part in parts:
+                encode = None if encoders is None else encoders[worker]
+                staged.append((worker, part if encode is None else encode(time, part), encode))
+        except Exception as exc:
+            # the codec refused a record (or a message is too large to split): say which
+            # exchange, as a refusal by the key does
+            exc.add_note(routing_note(self.target))
+            raise
 
         def deliver() -> None:
             for worker, part, encode in staged:

@@ -107,6 +107,33 @@ async def test_a_batch_with_a_record_the_codec_refuses_is_delivered_nowhere() ->
     assert sorted(got) == [(0, "local"), (1, "fixed")]
 
 
+@pytest.mark.parametrize("batch", [[(1, {"remote"})], [(0, "local"), (1, {"remote"})]])
+async def test_a_record_the_codec_refuses_names_the_exchange(batch: list[Any]) -> None:
+    """Regression: a refusal by the codec did not say which exchange the records were routed
+    to (a refusal by the key did), whether the batch went to the other process whole or in
+    part: the error named the type and nothing of the dataflow."""
+    got: list[Any] = []
+    async with naiad.Runtime(**TWO_PROCESSES) as rt:
+
+        def build(scope: naiad.Scope) -> naiad.InputHandle:
+            handle, stream = scope.new_input()
+            stream.exchange(lambda r: r[0], name="by_first").inspect(got.append)
+            return handle
+
+        df = rt.dataflow(build)
+        first, second = df.results
+        second.close()
+        with pytest.raises(
+            TypeError, match=r"cannot send a builtins\.set between processes"
+        ) as info:
+            first.send(batch)
+        assert "naiad: while routing records to operator 'by_first'" in info.value.__notes__
+        first.send([(1, "fixed")])
+        first.close()
+        await df.finished()
+    assert got == [(1, "fixed")]
+
+
 @pytest.mark.parametrize("remote", ["exchange", "broadcast"])
 @pytest.mark.parametrize("local_first", [True, False])
 async def test_a_refused_batch_reaches_none_of_an_inputs_consumers(
