@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import naiad
@@ -105,3 +105,24 @@ def test_a_key_that_raises_is_reported_once(batch: Any) -> None:
     with pytest.raises(TypeError, match=r"no key for (np\.int64\()?1") as info:
         Exchange(key=key).partition(batch, 2)
     assert info.value.__context__ is None or info.value.__suppress_context__
+
+
+@pytest.mark.parametrize("workers", [2, 3, 6])
+@settings(max_examples=10, deadline=None)
+@given(keys=st.lists(st.integers(0, 2**64 - 1), max_size=12))
+@example(keys=[2**64 - 1, 2**63, 2**63 + 1, 5])
+def test_uint64_keys_meet_the_same_keys_routed_one_by_one(workers: int, keys: list[int]) -> None:
+    """Regression: ``keys(batch)`` of uint64 was cast to int64 before ``% peers``, so a key
+    from 2**63 up wrapped negative and went to another worker than ``key % peers`` (what
+    ``key(record)`` gives): of 6 workers, 2**64 - 1 went to worker 5, not 3, so the records of
+    one key routed by the two forms did not meet."""
+
+    def build(s: naiad.Scope) -> tuple[list[Any], list[Any]]:
+        batch = s.from_epochs([np.array(keys, dtype=np.uint64)]).exchange(keys=lambda b: b)
+        one_by_one = s.from_epochs([keys]).exchange(lambda k: k)
+        return batch.map(int).collect(), one_by_one.collect()
+
+    results = naiad.run(build, workers=workers)
+    for w, (by_batch, by_record) in enumerate(results):
+        expected = sorted((0, k) for k in keys if k % workers == w)
+        assert sorted(by_batch) == sorted(by_record) == expected

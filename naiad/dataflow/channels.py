@@ -119,7 +119,12 @@ class Exchange(Pact):
             except TypeError:
                 _raise_key_error(key, record)
             return [(w, part) for w, part in enumerate(parts) if part]
-        keys = routes_array(self.keys(batch), batch, "exchange: keys(batch)")
+        found = np.asarray(self.keys(batch))
+        if found.dtype == np.uint64:
+            # keys (hashes) from 2**63 up would wrap negative in the cast to int64, and a
+            # negative key leaves another remainder: take it first, as key(record) does
+            found = found % np.uint64(peers)
+        keys = routes_array(found, batch, "exchange: keys(batch)")
         workers: np.ndarray
         if peers & (peers - 1) == 0 and peers <= 256:
             # x % peers costs ~11 ns per record in numpy; for a power of two it is the low
