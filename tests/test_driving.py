@@ -127,6 +127,36 @@ async def test_a_dict_or_a_string_is_not_a_batch() -> None:
     assert out == [(0, {"a": 1}), (0, "hi")]
 
 
+async def test_a_value_that_is_no_iterable_is_not_a_batch_and_is_named() -> None:
+    """Regression: send(None) and send(5) raised Python's own "'NoneType' object is not
+    iterable", naming neither the input nor what a batch is (a str or a dict was named); a
+    generator that raises a TypeError itself still raises its own."""
+
+    def broken() -> Any:
+        yield 1
+        raise TypeError("the source's own error")
+
+    async with naiad.Runtime() as rt:
+
+        def build(s: naiad.Scope) -> Any:
+            (handle, stream), (unordered, other) = s.new_input("events"), s.new_unordered_input("u")
+            return handle, unordered, stream.concat(other).collect()
+
+        handle, unordered, out = rt.dataflow(build).results[0]
+        cap = unordered.capability
+        for send, name in ((handle.send, "'events'"), (cap.send, "unordered input 'u'")):
+            for batch, kind in ((None, "NoneType"), (5, "int")):
+                with pytest.raises(TypeError, match=f"{name}: a batch is a list .*not a {kind}"):
+                    send(batch)
+            with pytest.raises(TypeError, match="the source's own error"):
+                send(broken())
+        handle.send([1])
+        cap.send([2])
+        handle.close()
+        unordered.close()
+    assert sorted(out) == [(0, 1), (0, 2)]
+
+
 def test_a_string_is_not_an_epoch() -> None:
     with pytest.raises(TypeError, match="from_epochs: epoch 1 is a str, not a sequence"):
         naiad.run(lambda s: s.from_epochs([["x"], "hi"]).collect(), workers=2)

@@ -257,20 +257,29 @@ def prepared_batch(batch: Any, what: str) -> Any:
     without a length listed, an array as it is; a dict or a string refused (iterating one
     yields its keys or characters: the values would be lost)."""
     if isinstance(batch, NOT_BATCHES):
-        raise TypeError(
-            f"{what}: a batch is a list or a numpy array of records, not a "
-            f"{type(batch).__name__} (to send one record, send [record])"
-        )
+        raise _not_a_batch(batch, what)
     if isinstance(batch, list):
         return batch.copy()
     if not hasattr(batch, "__len__"):
-        return list(batch)
+        try:
+            return list(batch)
+        except TypeError:
+            if hasattr(batch, "__iter__"):
+                raise  # raised by the iterable itself: its own error
+            raise _not_a_batch(batch, what) from None
     if getattr(batch, "ndim", 1) == 0:
         raise TypeError(
             f"{what}: a 0-d numpy array is one value, not a batch of records: send "
             f"[value] or numpy.atleast_1d(value)"
         )
     return batch
+
+
+def _not_a_batch(batch: Any, what: str) -> TypeError:
+    return TypeError(
+        f"{what}: a batch is a list or a numpy array of records, not a "
+        f"{type(batch).__name__} (to send one record, send [record])"
+    )
 
 
 def check_ordered(batch: Any, epoch: int, name: str) -> None:
