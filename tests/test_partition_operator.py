@@ -118,6 +118,9 @@ def test_numpy_integer_routes_are_part_indices() -> None:
     [
         (lambda b: np.full(len(b), 2), ValueError, "part 2"),
         (lambda b: np.full(len(b), -1), ValueError, "part -1"),
+        # regression: uint64 parts from 2**63 up were named as the negative int64 they wrap to
+        (lambda b: np.full(len(b), 2**64 - 1, np.uint64), ValueError, "part 18446744073709551615"),
+        (lambda b: np.full(len(b), 2**63, np.uint64), ValueError, "part 9223372036854775808"),
         (lambda b: np.zeros(len(b) + 1, dtype=int), ValueError, "2 routes for a batch of 1"),
         (lambda b: np.zeros(len(b)), TypeError, "1-d array of integers"),
         (lambda b: 0, TypeError, "1-d array of integers"),

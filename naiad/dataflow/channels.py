@@ -157,7 +157,9 @@ def _raise_key_error(key: Callable[[Any], int], record: Any) -> NoReturn:
 
 def routes_array(routes: Any, batch: Any, what: str) -> np.ndarray:
     """``routes`` (what a function returned for ``batch``) checked as one integer per record,
-    as an int64 array; ``what`` names the function in the error.
+    as an int64 array (left uint64 if a route is beyond int64, where a cast would wrap it
+    negative: no part or worker index is that large); ``what`` names the function in
+    the error.
 
     >>> routes_array([1, 0], ["a", "b"], "keys(batch)").tolist()
     [1, 0]
@@ -177,6 +179,8 @@ def routes_array(routes: Any, batch: Any, what: str) -> np.ndarray:
         )
     if len(array) != len(batch):
         raise ValueError(f"{what} returned {len(array)} routes for a batch of {len(batch)}")
+    if array.dtype == np.uint64 and array.size and array.max() > np.iinfo(np.int64).max:
+        return array  # a cast would wrap these negative: the caller's range check names them
     return array.astype(np.int64, copy=False)
 
 
