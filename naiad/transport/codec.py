@@ -291,8 +291,22 @@ def encode_message(time: Any, batch: Any) -> list[bytes | memoryview]:
 
 def _dtype_head(dtype: np.dtype[Any]) -> Any:
     """A dtype as msgpack can carry it: its string (byte order included), or for a
-    structured dtype the list of its fields."""
-    return np.lib.format.dtype_to_descr(dtype) if dtype.fields else dtype.str
+    structured dtype the list of its fields.
+
+    >>> _dtype_head(np.dtype({"names": ["a", "b"], "formats": ["<i4", "<i4"], "offsets": [4, 0]}))
+    Traceback (most recent call last):
+    ...
+    TypeError: cannot send a numpy array of dtype {'names': ['a', 'b'], ...
+    """
+    if not dtype.fields:
+        return dtype.str
+    try:
+        return np.lib.format.dtype_to_descr(dtype)
+    except ValueError:  # numpy's own words name neither the send nor a remedy
+        raise TypeError(
+            f"cannot send a numpy array of dtype {dtype} between processes: its fields are out "
+            f"of order or overlap; send numpy.lib.recfunctions.repack_fields(array) instead"
+        ) from None
 
 
 def _raw(array: np.ndarray) -> bytes | memoryview:

@@ -134,6 +134,36 @@ async def test_a_record_the_codec_refuses_names_the_exchange(batch: list[Any]) -
     assert got == [(1, "fixed")]
 
 
+async def test_an_array_whose_fields_are_out_of_order_is_refused_saying_why() -> None:
+    """Regression: a structured array whose fields are out of order in memory (a view
+    selecting fields, a dtype with offsets) was refused by numpy's own "dtype.descr is not
+    defined for types with overlapping or out-of-order fields", a ValueError that said
+    nothing of the send; the same array repacked crosses."""
+    from numpy.lib.recfunctions import repack_fields
+
+    swapped = np.dtype({"names": ["a", "b"], "formats": ["<i4", "<i4"], "offsets": [4, 0]})
+    array = np.zeros(3, dtype=swapped)
+    array["a"], array["b"] = [1, 2, 3], [4, 5, 6]
+    got: list[Any] = []
+    async with naiad.Runtime(**TWO_PROCESSES) as rt:
+
+        def build(scope: naiad.Scope) -> naiad.InputHandle:
+            handle, stream = scope.new_input()
+            stream.exchange(lambda r: 1, name="over").inspect(got.append)
+            return handle
+
+        df = rt.dataflow(build)
+        first, second = df.results
+        second.close()
+        with pytest.raises(TypeError, match=r"fields are out of order.*repack_fields") as info:
+            first.send(array)
+        assert "naiad: while routing records to operator 'over'" in info.value.__notes__
+        first.send(repack_fields(array))
+        first.close()
+        await df.finished()
+    assert [tuple(r.tolist()) for r in got] == [(1, 4), (2, 5), (3, 6)]
+
+
 @pytest.mark.parametrize("remote", ["exchange", "broadcast"])
 @pytest.mark.parametrize("local_first", [True, False])
 async def test_a_refused_batch_reaches_none_of_an_inputs_consumers(
