@@ -114,18 +114,22 @@ class RemotePusher:
         limit = self.process.max_payload
         if size <= limit:
             return [(parts, size)]
-        # the peer would refuse the frame: send the batch in halves, each a message
+        # the peer would refuse the frame: send the batch in pieces, each a message. Pieces
+        # of about half the limit, not halves: halving a batch k times the limit encoded it
+        # again at each of log2(k) levels (7 times over for k = 64); pieces this size are
+        # encoded once more, and only a piece of records larger than most is split again.
         n = len(batch) if hasattr(batch, "__len__") else 0
+        count = min(n, max(2, -(-2 * size // limit)))
         try:
-            halves = (batch[: n // 2], batch[n // 2 :]) if n > 1 else None
+            pieces = [batch[i * n // count : (i + 1) * n // count] for i in range(count)]
         except (TypeError, KeyError):
-            halves = None
-        if halves is None:
+            pieces = []
+        if n < 2 or not pieces:
             raise ValueError(
                 f"a message of {size} bytes for worker {self.target} exceeds the frame limit "
                 f"of {limit} bytes and cannot be split (a batch of {n} records)"
             )
-        return [frame for half in halves for frame in self.encoded(time, half)]
+        return [frame for piece in pieces for frame in self.encoded(time, piece)]
 
     def send_encoded(self, time: Any, frames: list[tuple[list[bytes | memoryview], int]]) -> None:
         for parts, size in frames:
