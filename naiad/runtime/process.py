@@ -17,6 +17,7 @@ import asyncio
 import functools
 import hashlib
 import logging
+import reprlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -108,7 +109,14 @@ class RemotePusher:
 
     def encoded(self, time: Any, batch: Any) -> list[tuple[list[bytes | memoryview], int]]:
         """The frames of a message (parts and size): one, or more if the batch had to be
-        split to fit the frame limit. Raises if the codec refuses a record; nothing is sent."""
+        split to fit the frame limit. Raises if the codec refuses a record, or if one record
+        alone does not fit (naming it, its place in ``batch`` and the limit); nothing is sent."""
+        return self._split(time, batch, batch, 0)
+
+    def _split(
+        self, time: Any, batch: Any, whole: Any, start: int
+    ) -> list[tuple[list[bytes | memoryview], int]]:
+        """:meth:`encoded` for ``batch``, the records of ``whole`` from index ``start`` on."""
         parts = encode_message(time, batch)
         size = sum(p.nbytes if isinstance(p, memoryview) else len(p) for p in parts)
         limit = self.process.max_payload
@@ -121,15 +129,41 @@ class RemotePusher:
         n = len(batch) if hasattr(batch, "__len__") else 0
         count = min(n, max(2, -(-2 * size // limit)))
         try:
-            pieces = [batch[i * n // count : (i + 1) * n // count] for i in range(count)]
+            bounds = [(i * n // count, (i + 1) * n // count) for i in range(count)]
+            pieces = [batch[lo:hi] for lo, hi in bounds]
         except (TypeError, KeyError):
             pieces = []
         if n < 2 or not pieces:
-            raise ValueError(
-                f"a message of {size} bytes for worker {self.target} exceeds the frame limit "
-                f"of {limit} bytes and cannot be split (a batch of {n} records)"
+            raise ValueError(self._too_large(time, batch, whole, start, size, limit))
+        return [
+            frame
+            for (lo, _), piece in zip(bounds, pieces, strict=True)
+            for frame in self._split(time, piece, whole, start + lo)
+        ]
+
+    def _too_large(
+        self, time: Any, batch: Any, whole: Any, start: int, size: int, limit: int
+    ) -> str:
+        """The error for a message over the frame limit that cannot be split: the record
+        itself when it is one of ``whole`` (the batch the operator sent), else the batch."""
+        total = len(whole) if hasattr(whole, "__len__") else 0
+        setting = f"the frame limit of {limit} bytes (NAIAD_MAX_PAYLOAD)"
+        try:
+            record = reprlib.repr(batch[0]) if len(batch) == 1 else None
+        except Exception:  # a batch that cannot be indexed: described as a batch below
+            record = None
+        if record is None:
+            return (
+                f"a message of {size} bytes at time {time!r} for worker {self.target} exceeds "
+                f"{setting} and cannot be split (a {type(batch).__name__} batch of "
+                f"{total} records)"
             )
-        return [frame for piece in pieces for frame in self.encoded(time, piece)]
+        return (
+            f"record {start} of the {total} bound for worker {self.target} at time {time!r}, "
+            f"{record} ({type(batch[0]).__name__}), needs a message of {size} bytes, over "
+            f"{setting}: a record is never split across frames; make it smaller or raise "
+            f"the limit"
+        )
 
     def send_encoded(self, time: Any, frames: list[tuple[list[bytes | memoryview], int]]) -> None:
         for parts, size in frames:
