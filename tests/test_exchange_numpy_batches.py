@@ -5,6 +5,7 @@ routed by hand, on one and two workers and two simulated processes."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from typing import Any
 
@@ -126,3 +127,55 @@ def test_uint64_keys_meet_the_same_keys_routed_one_by_one(workers: int, keys: li
     for w, (by_batch, by_record) in enumerate(results):
         expected = sorted((0, k) for k in keys if k % workers == w)
         assert sorted(by_batch) == sorted(by_record) == expected
+
+
+async def routed_whole(batch: list[int], workers: int) -> list[list[int]]:
+    """Each worker's records of ``batch``, sent whole by worker 0 and routed by
+    ``keys=list`` (the key of a record is itself, given as a list of Python ints)."""
+    got: list[list[int]] = [[] for _ in range(workers)]
+    async with naiad.Runtime(workers=workers) as rt:
+
+        def build(s: naiad.Scope) -> naiad.InputHandle:
+            handle, stream = s.new_input()
+            w = s.index
+            stream.exchange(keys=list).inspect_batch(lambda t, b: got[w].extend(b))
+            return handle
+
+        df = rt.dataflow(build)
+        first, *others = df.results
+        for other in others:
+            other.close()
+        try:
+            first.send(batch)
+        finally:
+            first.close()
+            await df.finished()
+    return got
+
+
+@pytest.mark.parametrize("workers", [2, 3, 6])
+@settings(max_examples=10, deadline=None)
+@given(keys=st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=12))
+@example(keys=[2**63, 1])
+@example(keys=[2**63 + 1, 5, 2**64 - 1])
+def test_a_list_of_keys_from_2_63_up_routes_as_key_mod_peers(workers: int, keys: list[int]) -> None:
+    """Regression: ``keys(batch)`` returning a list mixing an int from 2**63 up with others
+    was made float64 by numpy and refused as 'not 1-d float64 [9.22337204e+18, ...]', though
+    the same keys as a uint64 array were routed; it now routes each record to key % peers."""
+    got = asyncio.run(routed_whole(keys, workers))
+    assert got == [[k for k in keys if k % workers == w] for w in range(workers)]
+
+
+@pytest.mark.parametrize(
+    ("keys", "named"),
+    [
+        ([2**64, 1], r"returned 18446744073709551616, beyond 64 bits"),
+        ([-1, 2**63], r"returned -1 and 9223372036854775808, which no 64-bit array holds"),
+    ],
+)
+async def test_a_list_of_keys_beyond_64_bits_is_refused_naming_the_values(
+    keys: list[int], named: str
+) -> None:
+    with pytest.raises(TypeError, match=named) as refused:
+        await routed_whole(keys, 2)
+    assert any("exchange" in note for note in getattr(refused.value, "__notes__", []))

@@ -119,7 +119,7 @@ class Exchange(Pact):
             except TypeError:
                 _raise_key_error(key, record)
             return [(w, part) for w, part in enumerate(parts) if part]
-        found = np.asarray(self.keys(batch))
+        found = integer_array(self.keys(batch), "exchange: keys(batch)")
         if found.dtype == np.uint64:
             # keys (hashes) from 2**63 up would wrap negative in the cast to int64, and a
             # negative key leaves another remainder: take it first, as key(record) does
@@ -168,7 +168,7 @@ def routes_array(routes: Any, batch: Any, what: str) -> np.ndarray:
     ...
     TypeError: keys(batch) must return a 1-d array of integers (int64 at most), one per ...
     """
-    array = np.asarray(routes)
+    array = integer_array(routes, what)
     if array.ndim != 1 or (array.dtype.kind not in "iub" and array.size):
         # a cast to int64 truncated floats (NaN to INT64_MIN), failed on strings or huge
         # ints with numpy's own message, and a scalar had "no len()"
@@ -182,6 +182,41 @@ def routes_array(routes: Any, batch: Any, what: str) -> np.ndarray:
     if array.dtype == np.uint64 and array.size and array.max() > np.iinfo(np.int64).max:
         return array  # a cast would wrap these negative: the caller's range check names them
     return array.astype(np.int64, copy=False)
+
+
+def integer_array(values: Any, what: str) -> np.ndarray:
+    """``np.asarray(values)``, except for a list of Python integers that numpy would store
+    inexactly: one from 2**63 up among others makes a float64 array (2**63 + 1 becomes 2**63),
+    one from 2**64 up an object array. Such a list is uint64 when every value fits, else
+    refused naming the values; ``what`` names the function that returned it.
+
+    >>> integer_array([2**63 + 1, 5], "keys(batch)")
+    array([9223372036854775809,                   5], dtype=uint64)
+    >>> integer_array([-1, 2**63], "keys(batch)")
+    Traceback (most recent call last):
+    ...
+    TypeError: keys(batch) must return a 1-d array of integers (int64 at most), one per \
+record: it returned -1 and 9223372036854775808, which no 64-bit array holds together \
+(int64 ends at 2**63 - 1, uint64 starts at 0)
+    """
+    array = np.asarray(values)
+    if array.dtype.kind not in "fO" or array.ndim != 1 or not isinstance(values, list | tuple):
+        return array
+    if not all(isinstance(v, int | np.integer) for v in values):
+        return array  # not integers: the caller says so
+    try:
+        return np.array(values, dtype=np.uint64)
+    except OverflowError:
+        head = f"{what} must return a 1-d array of integers (int64 at most), one per record"
+        huge = next((int(v) for v in values if not -(2**63) <= v < 2**64), None)
+        if huge is not None:
+            raise TypeError(f"{head}: it returned {huge}, beyond 64 bits") from None
+        low = next(int(v) for v in values if v < 0)
+        high = next(int(v) for v in values if v >= 2**63)
+        raise TypeError(
+            f"{head}: it returned {low} and {high}, which no 64-bit array holds together "
+            f"(int64 ends at 2**63 - 1, uint64 starts at 0)"
+        ) from None
 
 
 def split_by_routes(batch: Any, routes: np.ndarray, parts: int) -> list[tuple[int, Any]]:
