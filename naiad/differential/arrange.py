@@ -37,6 +37,7 @@ from naiad.differential.updates import (
     route_by_record,
     updates_from_rows,
 )
+from naiad.operators.filter import truth_mask
 from naiad.operators.input import ImportVertex
 from naiad.progress.antichain import TimeQueue
 from naiad.progress.capability import Capability
@@ -347,11 +348,12 @@ class Arranged:
         from naiad.differential.collection import check_function
 
         check_function(predicate, 2, name, "predicate(key, value)")
+        what = f"filter {name!r}: predicate(key, value)"
 
         def keep(batch: Batch) -> Updates:
             u = batch_updates(batch)
             pairs = keyed_values(batch)
-            return u.take(np.fromiter((bool(predicate(k, v)) for k, v in pairs), bool, len(u)))
+            return u.take(truth_mask([predicate(k, v) for k, v in pairs], pairs, what))
 
         return self._read(keep, name)
 

@@ -321,9 +321,10 @@ class Collection:
 
     def filter(self, predicate: Callable[[Any], bool], name: str = "filter") -> Collection:
         """The records ``predicate`` accepts."""
+        what = f"filter {name!r}: predicate(record)"
 
         def keep(u: Updates) -> Updates:
-            return u.take(verdicts(predicate, records_of(u.data), len(u)))
+            return u.take(verdicts(predicate, records_of(u.data), len(u), what))
 
         return self._apply(keep, name)
 

@@ -3,7 +3,9 @@ times (timely's ``Branch`` and ``BranchWhen``)."""
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
+from itertools import compress
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -11,7 +13,7 @@ import numpy as np
 from naiad.actors.vertex import StatelessVertex
 from naiad.dataflow.channels import Pipeline
 from naiad.operators.aggregate import checked_functions
-from naiad.operators.filter import verdicts
+from naiad.operators.filter import no_truth_value, verdicts
 from naiad.progress.capability import Capability
 
 if TYPE_CHECKING:
@@ -25,17 +27,21 @@ class Branch(StatelessVertex):
     def on_recv(self, port: int, cap: Capability, batch: Any) -> None:
         predicate = self.predicate
         outputs = self.shard.outputs
+        what = f"branch {self.name!r}: predicate(record)"
         if isinstance(batch, np.ndarray):
             # the parts stay arrays of the batch's dtype: a list of its elements (np.void
             # records, rows) would not cross processes as the array's bytes
-            mask = verdicts(predicate, batch, len(batch))
+            mask = verdicts(predicate, batch, len(batch), what)
             outputs[0].send(cap, batch[mask])
             outputs[1].send(cap, batch[~mask])
             return
-        yes: list[Any] = []
-        no: list[Any] = []
-        for record in batch:
-            (yes if predicate(record) else no).append(record)
+        # the results first, so that an error of bool() is told from the predicate's own
+        found = [predicate(record) for record in batch]
+        try:
+            yes = list(compress(batch, found))
+            no = list(compress(batch, map(operator.not_, found)))
+        except Exception:  # a result bool() refuses
+            raise no_truth_value(found, batch, what) from None
         outputs[0].send(cap, yes)
         outputs[1].send(cap, no)
 
@@ -63,7 +69,13 @@ class BranchWhen(StatelessVertex):
 
     def on_recv(self, port: int, cap: Capability, batch: Any) -> None:
         # the batch itself, not a copy: each goes to one output
-        self.shard.outputs[0 if self.predicate(cap.time) else 1].send(cap, batch)
+        verdict = self.predicate(cap.time)
+        try:
+            holds = bool(verdict)
+        except Exception:  # a result bool() refuses
+            what = f"branch_when {self.name!r}: predicate(time)"
+            raise no_truth_value([verdict], [cap.time], what, "time") from None
+        self.shard.outputs[0 if holds else 1].send(cap, batch)
 
 
 def branch_when(
