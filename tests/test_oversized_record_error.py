@@ -49,3 +49,35 @@ async def test_a_record_over_the_frame_limit_is_named(route: str) -> None:
         first.close()
         await df.finished()
     assert got == ["after"] * (2 if route == "broadcast" else 1)
+
+
+async def test_an_update_over_the_frame_limit_is_named() -> None:
+    """A differential batch (columnar ``Updates``): indexing it gives no record, so the error
+    fell back to '... cannot be split (a Updates batch of 2 records)'."""
+    from naiad.differential import Collection
+
+    with pytest.raises(ValueError) as refused:  # raised by the map, sending to count
+        async with naiad.Runtime(workers=1, processes=2, transport="inproc") as rt:
+            for p in rt.processes:
+                assert p.transport is not None
+                p.transport.max_payload = LIMIT
+
+            def build(scope: naiad.Scope) -> Any:
+                session, words = Collection.new_input(scope)
+                words.map(lambda w: w, name="to_worker").count().probe()
+                return session
+
+            df = rt.dataflow(build)
+            first, second = df.results
+            second.close()
+            first.insert("small")
+            for i in range(8):  # some of them go to worker 1, in the other process
+                first.insert(f"{i}" + "b" * 3000)
+            first.close()
+            await df.finished()
+    assert re.match(
+        r"record \d of the \d bound for worker 1 at time 0, \('\dbbb.*', 0, 1\) \(tuple\), "
+        r"needs a message of 30\d\d bytes, over the frame limit of 2048 bytes",
+        str(refused.value),
+    ), str(refused.value)
+    assert any("count" in note for note in refused.value.__notes__)

@@ -149,7 +149,9 @@ class RemotePusher:
         total = len(whole) if hasattr(whole, "__len__") else 0
         setting = f"the frame limit of {limit} bytes (NAIAD_MAX_PAYLOAD)"
         try:
-            record = reprlib.repr(batch[0]) if len(batch) == 1 else None
+            # a differential batch (Updates) is columnar: its one update as a triple
+            only = batch.to_records()[0] if hasattr(batch, "to_records") else batch[0]
+            record = f"{reprlib.repr(only)} ({type(only).__name__})" if len(batch) == 1 else None
         except Exception:  # a batch that cannot be indexed: described as a batch below
             record = None
         if record is None:
@@ -160,7 +162,7 @@ class RemotePusher:
             )
         return (
             f"record {start} of the {total} bound for worker {self.target} at time {time!r}, "
-            f"{record} ({type(batch[0]).__name__}), needs a message of {size} bytes, over "
+            f"{record}, needs a message of {size} bytes, over "
             f"{setting}: a record is never split across frames; make it smaller or raise "
             f"the limit"
         )
