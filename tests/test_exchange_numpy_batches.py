@@ -129,10 +129,10 @@ def test_uint64_keys_meet_the_same_keys_routed_one_by_one(workers: int, keys: li
         assert sorted(by_batch) == sorted(by_record) == expected
 
 
-async def routed_whole(batch: list[int], workers: int) -> list[list[int]]:
+async def routed_whole(batch: list[Any], workers: int) -> list[list[Any]]:
     """Each worker's records of ``batch``, sent whole by worker 0 and routed by
     ``keys=list`` (the key of a record is itself, given as a list of Python ints)."""
-    got: list[list[int]] = [[] for _ in range(workers)]
+    got: list[list[Any]] = [[] for _ in range(workers)]
     async with naiad.Runtime(workers=workers) as rt:
 
         def build(s: naiad.Scope) -> naiad.InputHandle:
@@ -171,10 +171,14 @@ def test_a_list_of_keys_from_2_63_up_routes_as_key_mod_peers(workers: int, keys:
     [
         ([2**64, 1], r"returned 18446744073709551616, beyond 64 bits"),
         ([-1, 2**63], r"returned -1 and 9223372036854775808, which no 64-bit array holds"),
+        (  # a numpy -1 wrapped to 2**64 - 1 in a first version of the fix
+            [np.int64(-1), 2**63],
+            r"returned -1 and 9223372036854775808, which no 64-bit array holds",
+        ),
     ],
 )
 async def test_a_list_of_keys_beyond_64_bits_is_refused_naming_the_values(
-    keys: list[int], named: str
+    keys: list[Any], named: str
 ) -> None:
     with pytest.raises(TypeError, match=named) as refused:
         await routed_whole(keys, 2)

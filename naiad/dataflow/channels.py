@@ -204,15 +204,16 @@ record: it returned -1 and 9223372036854775808, which no 64-bit array holds toge
         return array
     if not all(isinstance(v, int | np.integer) for v in values):
         return array  # not integers: the caller says so
+    exact = [int(v) for v in values]  # a numpy int64 -1 would wrap in the cast, not refuse
     try:
-        return np.array(values, dtype=np.uint64)
+        return np.array(exact, dtype=np.uint64)
     except OverflowError:
         head = f"{what} must return a 1-d array of integers (int64 at most), one per record"
-        huge = next((int(v) for v in values if not -(2**63) <= v < 2**64), None)
+        huge = next((v for v in exact if not -(2**63) <= v < 2**64), None)
         if huge is not None:
             raise TypeError(f"{head}: it returned {huge}, beyond 64 bits") from None
-        low = next(int(v) for v in values if v < 0)
-        high = next(int(v) for v in values if v >= 2**63)
+        low = next(v for v in exact if v < 0)
+        high = next(v for v in exact if v >= 2**63)
         raise TypeError(
             f"{head}: it returned {low} and {high}, which no 64-bit array holds together "
             f"(int64 ends at 2**63 - 1, uint64 starts at 0)"
