@@ -127,9 +127,13 @@ OUTPUTS: dict[str, tuple[Any, Any]] = {
         lambda c: c.arrange_by_key().reduce(ThresholdLogic(None)).join(c.flat_map(tagged)),
         lambda c: ref.join(ref.distinct(c), tag(c)),
     ),
-    "count": (lambda c: c.arrange_by_key().count(), ref.count),
-    "distinct": (lambda c: c.arrange_by_key().distinct(), ref.distinct),
-    "threshold": (lambda c: c.arrange_by_key().threshold(ref.capped), ref.capped_threshold),
+    # the generic reduce (at the root the default is the total one, as the *_total below)
+    "count": (lambda c: c.arrange_by_key().count(total=False), ref.count),
+    "distinct": (lambda c: c.arrange_by_key().distinct(total=False), ref.distinct),
+    "threshold": (
+        lambda c: c.arrange_by_key().threshold(ref.capped, total=False),
+        ref.capped_threshold,
+    ),
     "count_total": (lambda c: c.arrange_by_key().count_total(), ref.count),
     "distinct_total": (lambda c: c.arrange_by_key().distinct_total(), ref.distinct),
     "threshold_total": (

@@ -96,9 +96,10 @@ def closure(c: Counter) -> Counter:
 
 OUTPUTS: dict[str, tuple[Any, Any]] = {
     # name: (naiad collection from the input, reference from the input's Counter)
-    "count": (lambda c: c.count(), count),
-    "distinct": (lambda c: c.distinct(), ref.distinct),
-    "threshold": (lambda c: c.threshold(ref.capped), capped),
+    # the generic reduce (at the root the default is the total one, as the *_total below)
+    "count": (lambda c: c.count(total=False), count),
+    "distinct": (lambda c: c.distinct(total=False), ref.distinct),
+    "threshold": (lambda c: c.threshold(ref.capped, total=False), capped),
     "count_total": (lambda c: c.count_total(), count),
     "distinct_total": (lambda c: c.distinct_total(), ref.distinct),
     "threshold_total": (lambda c: c.threshold_total(ref.capped), capped),

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -258,7 +259,8 @@ def graphs() -> Any:
 @given(graphs(), layouts)
 def test_reachability_iterated_with_distinct_total(graph: Any, layout: Any) -> None:
     """``distinct_total`` in the body of an iteration: a ``Variable`` of a ``Lex`` loop (its
-    times ``(epoch, iteration)`` totally ordered), next to the same body with ``distinct``."""
+    times ``(epoch, iteration)`` totally ordered), next to the same body with the generic
+    ``distinct`` (``total=False``: in a ``Lex`` loop ``distinct()`` takes the total one too)."""
     roots, edges = graph
 
     def build(scope: Any) -> Any:
@@ -266,7 +268,8 @@ def test_reachability_iterated_with_distinct_total(graph: Any, layout: Any) -> N
         loop = scope.iterative("lex", time_class=Lex)
         r_in, e_in = r.enter(loop), e.enter(loop)
         out = []
-        for distinct in (Collection.distinct_total, Collection.distinct):
+        generic = partial(Collection.distinct, total=False)
+        for distinct in (Collection.distinct_total, generic):
             var = Variable(loop, r_in)
             step = distinct(var.collection.join(e_in).map(lambda rec: rec[1]).concat(r_in))
             out.append(var.set(step).leave().changes())
