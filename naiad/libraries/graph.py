@@ -176,10 +176,31 @@ def shortest_paths(edges: Collection | Arranged, roots: Collection) -> Collectio
     index = _index(edges, "sp")
 
     def body(dist: Collection) -> Collection:
-        step = dist.join(index, name="sp.join").map_columns(lambda n, d, dst, w: (dst, _plus(d, w)))
+        step = dist.join(index, name="sp.join").map_columns(
+            lambda n, d, dst, w: (dst, _plus(d, _nonnegative(n, dst, w))), name="sp.send"
+        )
         return step.concat(dist).min(name="sp.min")
 
     return start.iterate(body, name="sp")
+
+
+def _nonnegative(src: np.ndarray, dst: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """``weights``, refused if one is negative: a cycle of negative weight lowers its
+    distances every round, so the loop would never reach a fixed point (it hung).
+
+    >>> _nonnegative(np.array([0]), np.array([1]), np.array([-2]))
+    Traceback (most recent call last):
+    ...
+    ValueError: shortest_paths: edge (0, 1) has weight -2; weights must be >= 0
+    """
+    negative = np.flatnonzero(weights < 0)
+    if len(negative):
+        at = slice(negative[0], negative[0] + 1)  # Python values, not numpy scalars
+        (s, d, w) = (column[at].tolist()[0] for column in (src, dst, weights))
+        raise ValueError(
+            f"shortest_paths: edge ({s!r}, {d!r}) has weight {w!r}; weights must be >= 0"
+        )
+    return weights
 
 
 def _plus(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -337,3 +337,28 @@ def test_edges_arranged_by_whole_records_are_refused(algorithm: str) -> None:
 
     with pytest.raises(ValueError, match=r"arranged by whole records \(arrange_by_self\)"):
         naiad.run(build)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize(
+    ("edges", "named"),
+    [
+        ([(0, 1, 1), (1, 0, -2)], r"edge \(1, 0\) has weight -2"),  # a cycle of weight -1
+        ([(0, 1, 5), (1, 2, -3), (0, 2, 4)], r"edge \(1, 2\) has weight -3"),
+        ([(0, 1, 2**70), (1, 2, -(2**70))], r"edge \(1, 2\) has weight -1180591620717411303424"),
+    ],
+)
+def test_negative_weights_are_refused_naming_the_edge(
+    edges: list[tuple[int, int, int]], named: str, workers: int
+) -> None:
+    """The docstring asks for weights >= 0, but nothing checked it: a negative cycle lowered
+    its distances every round and the loop never ended (the run hung), and a negative edge
+    elsewhere gave distances silently."""
+
+    def build(scope: Any) -> Any:
+        weighted = Collection.from_epochs(scope, [[(e, 1) for e in edges]])
+        roots = Collection.from_epochs(scope, [[(0, 1)]])
+        return graph.shortest_paths(weighted, roots).changes()
+
+    with pytest.raises(ValueError, match="shortest_paths: " + named + "; weights must be >= 0"):
+        naiad.run(build, workers=workers)
