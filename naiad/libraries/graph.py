@@ -31,6 +31,7 @@ round.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable
 from typing import Any
 
@@ -285,6 +286,12 @@ def pagerank(edges: Collection, iterations: int = 20, alpha: float = 0.85) -> Co
     distribution: ``r'(v) = (1 - alpha) / N + alpha * sum(r(u) / outdeg(u) for u -> v)``.
     Every node needs an outgoing edge (a dangling node's rank would leak); the steps are
     unrolled, one join and one sum each."""
+    if not isinstance(iterations, numbers.Integral) or isinstance(iterations, bool):
+        raise TypeError(f"pagerank: iterations is a number of steps, an int, not {iterations!r}")
+    if iterations < 0:
+        raise ValueError(f"pagerank: iterations must be >= 0, not {iterations}")
+    if not 0 <= alpha <= 1:  # False for NaN too
+        raise ValueError(f"pagerank: alpha (the damping factor) must lie in [0, 1], not {alpha!r}")
     verts = nodes(edges)
     count = verts.map_columns(lambda n: np.zeros(len(n), np.int64)).count(name="pr.n")  # (0, N)
     sources = edges.map_columns(lambda s, d: s, name="pr.sources")

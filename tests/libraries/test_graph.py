@@ -7,6 +7,7 @@ from collections import Counter
 from typing import Any
 
 import networkx as nx
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -362,3 +363,46 @@ def test_negative_weights_are_refused_naming_the_edge(
 
     with pytest.raises(ValueError, match="shortest_paths: " + named + "; weights must be >= 0"):
         naiad.run(build, workers=workers)
+
+
+@pytest.mark.parametrize(
+    ("iterations", "alpha", "error", "named"),
+    [
+        (-1, 0.85, ValueError, r"iterations must be >= 0, not -1"),
+        (3, 1.5, ValueError, r"alpha \(the damping factor\) must lie in \[0, 1\], not 1.5"),
+        (3, -0.1, ValueError, r"alpha \(the damping factor\) must lie in \[0, 1\], not -0.1"),
+        (
+            3,
+            float("nan"),
+            ValueError,
+            r"alpha \(the damping factor\) must lie in \[0, 1\], not nan",
+        ),
+        (2.0, 0.85, TypeError, r"iterations is a number of steps, an int, not 2.0"),
+    ],
+)
+def test_pagerank_refuses_bad_parameters_naming_them(
+    iterations: Any, alpha: float, error: type[Exception], named: str
+) -> None:
+    """A negative number of steps gave the uniform start silently, an alpha outside [0, 1]
+    ranks that are no distribution (unnoticed), a NaN alpha an error about a NaN record, and
+    a float number of steps Python's "'float' object cannot be interpreted as an integer"."""
+
+    def build(scope: Any) -> Any:
+        edges = Collection.from_epochs(scope, [[((0, 1), 1), ((1, 2), 1), ((2, 0), 1)]])
+        return graph.pagerank(edges, iterations, alpha).changes()
+
+    with pytest.raises(error, match="pagerank: " + named):
+        naiad.run(build)
+
+
+def test_pagerank_takes_a_numpy_int_number_of_steps() -> None:
+    def build(steps: Any) -> Any:
+        def dataflow(scope: Any) -> Any:
+            edges = Collection.from_epochs(
+                scope, [[((0, 1), 1), ((1, 2), 1), ((2, 0), 1), ((0, 2), 1)]]
+            )
+            return graph.pagerank(edges, steps).changes()
+
+        return dataflow
+
+    assert naiad.run(build(np.int64(3))) == naiad.run(build(3))
