@@ -40,13 +40,15 @@ import numpy as np
 from naiad.differential import Arranged, Collection
 
 
-def undirected(edges: Collection) -> Collection:
+def undirected(edges: Collection | Arranged) -> Collection:
     """Both directions of every edge."""
+    edges = _records(edges, "undirected")
     return edges.concat(edges.map_columns(lambda s, d: (d, s), name="reverse"))
 
 
-def nodes(edges: Collection) -> Collection:
+def nodes(edges: Collection | Arranged) -> Collection:
     """The distinct endpoints of the edges."""
+    edges = _records(edges, "nodes")
     ends = edges.map_columns(lambda s, d: s, name="sources").concat(
         edges.map_columns(lambda s, d: d, name="targets")
     )
@@ -58,6 +60,24 @@ def _distinct_values(values: Collection, name: str) -> Collection:
     becomes one tuple value): a keyed ``distinct`` would take a tuple node's first field as
     its key, and refuse tuple node ids of different lengths."""
     return values.arrange_by_self(name + ".arrange").distinct(name)
+
+
+def _records(edges: Collection | Arranged, name: str) -> Collection:
+    """The edges as a collection: an arrangement given where no join reads it by source (the
+    algorithm needs both directions, or whole edges) is read as the records it holds. Its
+    methods are not a collection's: ``wcc(edges.arrange_by_key())`` failed with "'Arranged'
+    object has no attribute 'concat'"."""
+    if not isinstance(edges, Arranged):
+        return edges
+    return _fields(edges, edges.as_collection(name + ".edges"), name)
+
+
+def _fields(edges: Arranged, records: Collection, name: str) -> Collection:
+    """``records`` read from ``edges`` as ``(src, dst)`` fields: an arrangement by whole
+    records (``arrange_by_self``) gives each edge as one value."""
+    if edges.spine.whole:
+        return records.map(lambda edge: edge, name=name + ".fields")
+    return records
 
 
 def _index(edges: Collection | Arranged, name: str) -> Arranged:
@@ -101,11 +121,12 @@ def propagate_min(
     return labels.iterate(body, priority=priority, name=name)
 
 
-def wcc(edges: Collection, prioritized: bool = False) -> Collection:
+def wcc(edges: Collection | Arranged, prioritized: bool = False) -> Collection:
     """``(node, label)``: weakly connected components, labelled by their least node.
 
     ``prioritized`` introduces labels in order of ``log2(1 + label)`` (seed 002 §2.6): fewer
-    label versions, more rounds."""
+    label versions, more rounds. ``edges``: a collection, or an arrangement read as one."""
+    edges = _records(edges, "wcc")
     both = undirected(edges)
     labels = nodes(edges).map_columns(lambda n: (n, n), name="self_labels")
     priority = (lambda n, label: _log_priority(label)) if prioritized else None
@@ -220,11 +241,12 @@ def _plus(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def approximate_shortest_paths(
-    edges: Collection, landmarks: Collection, queries: Collection
+    edges: Collection | Arranged, landmarks: Collection, queries: Collection
 ) -> Collection:
     """``(src, dst, estimate)`` for ``(src, dst)`` queries on the undirected graph: the least
     ``d(src, L) + d(L, dst)`` over landmarks ``L`` (an upper bound on the distance, exact when
-    a landmark lies on a shortest path), from one BFS per landmark run together."""
+    a landmark lies on a shortest path), from one BFS per landmark run together. ``edges``: a
+    collection, or an arrangement read as one."""
     both = _index(undirected(edges), "asp")
     start = _node_set(landmarks, "landmarks").map_columns(
         lambda n: (_pairs(n, n), np.zeros(len(n), np.int64))
@@ -255,17 +277,21 @@ def _pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-def scc(edges: Collection) -> Collection:
+def scc(edges: Collection | Arranged) -> Collection:
     """The edges whose endpoints lie in one strongly connected component (seed 001 Figure
     7): alternately keep the edges whose endpoints get equal labels from forward, then
-    backward, label propagation, to a fixed point (a nested iteration)."""
+    backward, label propagation, to a fixed point (a nested iteration). ``edges``: a
+    collection, or an arrangement."""
 
     def trim(current: Collection) -> Collection:
         forward = _trim(current)
         reverse = forward.map_columns(lambda s, d: (d, s), name="scc.reverse")
         return _trim(reverse).map_columns(lambda s, d: (d, s), name="scc.unreverse")
 
-    return edges.distinct(name="scc.edges").iterate(trim, name="scc")
+    edges_set = edges.distinct(name="scc.edges")
+    if isinstance(edges, Arranged):  # read as it is, without arranging the edges again
+        edges_set = _fields(edges, edges_set, "scc")
+    return edges_set.iterate(trim, name="scc")
 
 
 def _trim(edges: Collection) -> Collection:
@@ -281,17 +307,19 @@ def _trim(edges: Collection) -> Collection:
     return same.map_columns(lambda d, s, ls, ld: (s, d), name="trim.edge")
 
 
-def pagerank(edges: Collection, iterations: int = 20, alpha: float = 0.85) -> Collection:
+def pagerank(edges: Collection | Arranged, iterations: int = 20, alpha: float = 0.85) -> Collection:
     """``(node, rank)`` after ``iterations`` synchronous PageRank steps from the uniform
     distribution: ``r'(v) = (1 - alpha) / N + alpha * sum(r(u) / outdeg(u) for u -> v)``.
     Every node needs an outgoing edge (a dangling node's rank would leak); the steps are
-    unrolled, one join and one sum each."""
+    unrolled, one join and one sum each. ``edges``: a collection, or an arrangement read as
+    one."""
     if not isinstance(iterations, numbers.Integral) or isinstance(iterations, bool):
         raise TypeError(f"pagerank: iterations is a number of steps, an int, not {iterations!r}")
     if iterations < 0:
         raise ValueError(f"pagerank: iterations must be >= 0, not {iterations}")
     if not 0 <= alpha <= 1:  # False for NaN too
         raise ValueError(f"pagerank: alpha (the damping factor) must lie in [0, 1], not {alpha!r}")
+    edges = _records(edges, "pr")
     verts = nodes(edges)
     count = verts.map_columns(lambda n: np.zeros(len(n), np.int64)).count(name="pr.n")  # (0, N)
     sources = edges.map_columns(lambda s, d: s, name="pr.sources")
