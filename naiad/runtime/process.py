@@ -111,12 +111,13 @@ class RemotePusher:
         """The frames of a message (parts and size): one, or more if the batch had to be
         split to fit the frame limit. Raises if the codec refuses a record, or if one record
         alone does not fit (naming it, its place in ``batch`` and the limit); nothing is sent."""
-        return self._split(time, batch, batch, 0)
+        return self._split(time, batch, len(batch) if hasattr(batch, "__len__") else 0, 0)
 
     def _split(
-        self, time: Any, batch: Any, whole: Any, start: int
+        self, time: Any, batch: Any, total: int, start: int
     ) -> list[tuple[list[bytes | memoryview], int]]:
-        """:meth:`encoded` for ``batch``, the records of ``whole`` from index ``start`` on."""
+        """:meth:`encoded` for ``batch``, the records from index ``start`` on of the ``total``
+        the operator sent."""
         parts = encode_message(time, batch)
         size = sum(p.nbytes if isinstance(p, memoryview) else len(p) for p in parts)
         limit = self.process.max_payload
@@ -129,24 +130,22 @@ class RemotePusher:
         n = len(batch) if hasattr(batch, "__len__") else 0
         count = min(n, max(2, -(-2 * size // limit)))
         try:
-            bounds = [(i * n // count, (i + 1) * n // count) for i in range(count)]
-            pieces = [batch[lo:hi] for lo, hi in bounds]
+            pieces = [
+                (i * n // count, batch[i * n // count : (i + 1) * n // count]) for i in range(count)
+            ]
         except (TypeError, KeyError):
             pieces = []
         if n < 2 or not pieces:
-            raise ValueError(self._too_large(time, batch, whole, start, size, limit))
+            raise ValueError(self._too_large(time, batch, total, start, size, limit))
         return [
-            frame
-            for (lo, _), piece in zip(bounds, pieces, strict=True)
-            for frame in self._split(time, piece, whole, start + lo)
+            frame for lo, piece in pieces for frame in self._split(time, piece, total, start + lo)
         ]
 
     def _too_large(
-        self, time: Any, batch: Any, whole: Any, start: int, size: int, limit: int
+        self, time: Any, batch: Any, total: int, start: int, size: int, limit: int
     ) -> str:
         """The error for a message over the frame limit that cannot be split: the record
-        itself when it is one of ``whole`` (the batch the operator sent), else the batch."""
-        total = len(whole) if hasattr(whole, "__len__") else 0
+        itself when it is one of the ``total`` the operator sent, else the batch."""
         setting = f"the frame limit of {limit} bytes (NAIAD_MAX_PAYLOAD)"
         try:
             # a differential batch (Updates) is columnar: its one update as a triple
