@@ -25,7 +25,7 @@ from collections import defaultdict, deque
 from typing import Any
 
 import naiad
-from naiad.runtime.launch import script_workers
+from naiad.runtime.launch import script_workers, worker_count
 
 Edge = tuple[int, int]
 
@@ -136,7 +136,9 @@ def bfs_levels(
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--workers", type=int, help="workers per process (default: naiad run's -w, else 2)"
+        "--workers",
+        type=worker_count,
+        help="workers per process (default: naiad run's -w, else 2)",
     )
     parser.add_argument("--nodes", type=int, default=30, help="number of nodes (default 30)")
     parser.add_argument("--edges", type=int, default=36, help="number of edges (default 36)")

@@ -25,7 +25,7 @@ import zlib
 from typing import Any
 
 import naiad
-from naiad.runtime.launch import script_workers
+from naiad.runtime.launch import script_workers, worker_count
 
 WORDS = ["ant", "bee", "cat", "dog", "eel", "fox", "gnu"]
 
@@ -130,7 +130,9 @@ async def open_epoch_demo(batch: list[Any], workers: int = 1) -> tuple[list[Any]
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--workers", type=int, help="workers per process (default: naiad run's -w, else 2)"
+        "--workers",
+        type=worker_count,
+        help="workers per process (default: naiad run's -w, else 2)",
     )
     parser.add_argument("--epochs", type=int, default=4, help="number of epochs (default 4)")
     parser.add_argument("--seed", type=int, default=4, help="random seed for the input words")

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import naiad
-from naiad.runtime.launch import script_workers
+from naiad.runtime.launch import script_workers, worker_count
 
 # Four short paragraphs (Dickens, *A Tale of Two Cities*, public domain): one epoch each.
 SAMPLE_TEXT = [
@@ -179,10 +179,14 @@ def printer(paragraphs: list[str], top: int = 6) -> Report:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--workers", type=int, help="workers per process (default: naiad run's -w, else 2)"
+        "--workers",
+        type=worker_count,
+        help="workers per process (default: naiad run's -w, else 2)",
     )
     parser.add_argument("--top", type=int, default=6, help="changed words shown per epoch")
     args = parser.parse_args(argv)
+    if args.top < 0:  # a negative slice showed every changed word but the last ones
+        parser.error(f"--top must be at least 0, not {args.top}")
     workers = script_workers(args.workers)
     cluster = naiad.Runtime(workers=workers)  # not started: its place in a `naiad run` cluster
     first = cluster.process_index == 0  # the process that reports

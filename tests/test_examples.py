@@ -193,3 +193,30 @@ def test_bfs_refuses_more_edges_than_the_nodes_hold(capsys: pytest.CaptureFixtur
     with pytest.raises(SystemExit):
         bfs_levels.main(["--nodes", "3", "--edges", "10"])
     assert "3 nodes hold at most 3 distinct edges, not 10" in capsys.readouterr().err
+
+
+# --- arguments -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("example", ["wordcount", "distinct_count", "bfs_levels"])
+@pytest.mark.parametrize("workers", ["0", "-2"])
+def test_examples_refuse_fewer_than_one_worker(
+    example: str, workers: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: ``--workers 0`` ended in a ``Runtime`` traceback (ValueError: workers and
+    processes must be at least 1), not a usage error naming the option."""
+    module = {"wordcount": wordcount, "distinct_count": distinct_count, "bfs_levels": bfs_levels}
+    with pytest.raises(SystemExit) as exit_:
+        module[example].main(["--workers", workers])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument --workers: workers per process must be at least 1, not {workers}" in err
+
+
+def test_wordcount_refuses_a_negative_top(capsys: pytest.CaptureFixture[str]) -> None:
+    """Regression: ``--top -1`` printed every changed word of an epoch but the last one (a
+    negative slice), as if it were a count."""
+    with pytest.raises(SystemExit) as exit_:
+        wordcount.main(["--workers", "1", "--top", "-1"])
+    assert exit_.value.code == 2
+    assert "--top must be at least 0, not -1" in capsys.readouterr().err

@@ -186,6 +186,25 @@ def member_from_env(env: os._Environ[str] | dict[str, str] = os.environ) -> Memb
     )
 
 
+def worker_count(text: str) -> int:
+    """A script's ``--workers`` value (an argparse ``type``): an integer of at least 1, so
+    that ``--workers 0`` is a usage error naming the option, not a ``Runtime`` traceback.
+
+    >>> worker_count("3")
+    3
+    >>> worker_count("0")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: workers per process must be at least 1, not 0
+    """
+    import argparse
+
+    count = int(text)  # argparse reports a ValueError as "invalid worker_count value"
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"workers per process must be at least 1, not {count}")
+    return count
+
+
 def script_workers(given: int | None, otherwise: int = 2) -> int:
     """The workers per process for a script's own ``--workers`` option: ``given`` if set,
     else the ``-w`` that ``naiad run`` launched this process with (a ``Runtime`` asking for
