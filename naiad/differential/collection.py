@@ -246,6 +246,7 @@ class Collection:
 
     def map(self, f: Callable[[Any], Any], name: str = "map") -> Collection:
         """``f`` applied to every record (one Python call per record)."""
+        check_function(f, 1, name, "f(record)")
         return self._apply(
             lambda u: Updates.of_values([f(x) for x in records_of(u.data)], u.times, u.diffs),
             name,
@@ -256,6 +257,7 @@ class Collection:
         returns a column or a tuple of columns of the same length. A batch of records of mixed
         shapes is one ``object`` column of whole records; an ``object`` column ``f`` returns
         from it holds whole records too (a pair in it is two fields, as in ``map``)."""
+        check_function(f, None, name, "f(*columns)")
 
         def apply(u: Updates) -> Updates:
             out = f(*u.data)
@@ -273,6 +275,7 @@ class Collection:
 
     def flat_map(self, f: Callable[[Any], Iterable[Any]], name: str = "flat_map") -> Collection:
         """Every record replaced by the records of ``f(record)`` (with the same time and diff)."""
+        check_function(f, 1, name, "f(record)")
 
         def apply(u: Updates) -> Updates:
             out: list[Any] = []
@@ -321,6 +324,7 @@ class Collection:
 
     def filter(self, predicate: Callable[[Any], bool], name: str = "filter") -> Collection:
         """The records ``predicate`` accepts."""
+        check_function(predicate, 1, name, "predicate(record)")
         what = f"filter {name!r}: predicate(record)"
 
         def keep(u: Updates) -> Updates:
@@ -340,6 +344,7 @@ class Collection:
         >>> naiad.run(build)
         [[((1, 1), 0, 1), ((3, 3), 0, 1)]]
         """
+        check_function(predicate, None, name, "predicate(*columns)")
 
         def keep(u: Updates) -> Updates:
             mask = np.asarray(predicate(*u.data), dtype=bool)
@@ -840,9 +845,10 @@ def integer_diffs(diffs: Any, n: int) -> np.ndarray:
     return d.astype(np.int64)
 
 
-def check_function(f: Any, arity: int, name: str, call: str) -> None:
+def check_function(f: Any, arity: int | None, name: str, call: str) -> None:
     """Refuses, while the dataflow is built, a function argument that is not callable or
-    cannot take ``arity`` positional arguments (a builtin whose signature is unknown passes).
+    cannot take ``arity`` positional arguments (a builtin whose signature is unknown passes;
+    ``None``: any number, one per column, unknown while building).
 
     >>> check_function(len, 1, "explode", "f(record)")
     >>> check_function(lambda k, v: v, 3, "join_map", "f(key, left, right)")
@@ -852,6 +858,8 @@ def check_function(f: Any, arity: int, name: str, call: str) -> None:
     """
     if not callable(f):
         raise TypeError(f"{name}: {call.partition('(')[0]} must be a function, not {f!r}")
+    if arity is None:
+        return
     try:
         signature = signature_of(f)
     except (TypeError, ValueError):  # some builtins and extension types have none

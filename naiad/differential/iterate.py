@@ -166,6 +166,7 @@ class Variable:
         from naiad.differential.collection import Collection
 
         self.handle, stream = loops.feedback(loop, step, name, _advanced(step))
+        self.scope = stream.scope
         self.source = source
         feedback = Collection(stream)
         self.collection = source.concat(feedback, name=name + ".concat") if source else feedback
@@ -176,6 +177,11 @@ class Variable:
         consolidated first (a body that never consolidates would otherwise feed cancelling
         updates back for ever), unless ``result`` is a reduction's output, which is already
         consolidated (``Collection.consolidated``)."""
+        from naiad.dataflow.scope import BuildError
+
+        if self.handle.connected:
+            raise BuildError(f"variable {self.name!r} is set twice: set() closes its loop once")
+        check_loop_value(result, self.scope, f"variable {self.name!r}: the result given to set()")
         delta = result if self.source is None else result.concat(self.source.negate())
         if not result.consolidated:
             # cancelling updates would otherwise circulate forever through a body that never
@@ -189,17 +195,54 @@ class Variable:
         return result
 
 
+def check_loop_value(result: Any, scope: Any, what: str) -> None:
+    """Refuses, while the dataflow is built, a loop's next value that is not a collection
+    of the loop's own scope, naming where it came from, ``what`` (rather than fail on an
+    attribute of it, or blame an operator of the loop's machinery).
+
+    >>> check_loop_value(None, None, "iterate 'it': what body(collection) returns")
+    ... # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    TypeError: iterate 'it': what body(collection) returns must be the Collection of the loop's ...
+    """
+    from naiad.dataflow.scope import BuildError
+    from naiad.differential.arrange import Arranged
+    from naiad.differential.collection import Collection
+
+    if not isinstance(result, Collection):
+        hint = (
+            " (an arrangement: return its .as_collection())" if isinstance(result, Arranged) else ""
+        )
+        raise TypeError(
+            f"{what} must be the Collection of the loop's next value, not "
+            f"{'None' if result is None else type(result).__name__}{hint}"
+        )
+    if result.scope is not scope:
+        raise BuildError(
+            f"{what} is a collection of scope {result.scope.path()!r}, not of the "
+            f"loop {scope.path()!r}: a collection of an enclosing scope goes in with "
+            ".enter(loop)"
+        )
+
+
 def iterate(
     c: Collection,
     body: Callable[[Collection], Collection],
     priority: Callable[..., Any] | None,
     name: str,
 ) -> Collection:
+    from naiad.differential.collection import check_function
+
+    check_function(body, 1, name, "body(collection)")
     scope = c.scope
+    what = f"iterate {name!r}: what body(collection) returns"
     if priority is None:
         loop = scope.iterative(name)
         var = Variable(loop, c.enter(loop, name + ".enter"), name=name + ".variable")
-        return var.set(body(var.collection)).leave(name + ".leave")
+        result = body(var.collection)
+        check_loop_value(result, var.scope, what)
+        return var.set(result).leave(name + ".leave")
     # Prioritized (seed 002 §5.1.2): the loop counter is the pair (priority, iteration),
     # ordered lexicographically, in product with the enclosing time. The pair is packed in
     # one integer counter, priority in the high bits: entering at ``priority << 32`` and the
@@ -209,7 +252,9 @@ def iterate(
     var = Variable(
         loop, enter_prioritized(c, loop, priority, name + ".enter_at"), name=name + ".variable"
     )
-    return var.set(body(var.collection)).leave(name + ".leave")
+    result = body(var.collection)
+    check_loop_value(result, var.scope, what)
+    return var.set(result).leave(name + ".leave")
 
 
 def enter_prioritized(

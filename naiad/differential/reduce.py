@@ -839,6 +839,9 @@ class ReduceVertex(Vertex):
 def reduce_arranged(arranged: Arranged, logic: Logic | Callable[..., Any], name: str) -> Arranged:
     """``arranged`` reduced per key by ``logic``; the result is an arrangement (by key)."""
     if not isinstance(logic, Logic):
+        from naiad.differential.collection import check_function
+
+        check_function(logic, 2, name, "f(key, values)")
         logic = GenericLogic(logic)
     if not logic.per_record:
         check_keyed(arranged.spine, name, "a reduce per key")
