@@ -264,6 +264,8 @@ class Collection:
             cols = (
                 tuple(np.asarray(c) for c in out) if isinstance(out, tuple) else (np.asarray(out),)
             )
+            if not cols or any(c.ndim != 1 or len(c) != len(u) for c in cols):
+                raise ValueError(returned_columns(out, cols, len(u), name))
             if u.mixed and len(cols) == 1 and cols[0].dtype == object:
                 # f got a mixed batch's one column of whole records (each tuple its fields):
                 # what it returns in that form means records alike, not packed tuples, or a
@@ -843,6 +845,29 @@ def integer_diffs(diffs: Any, n: int) -> np.ndarray:
     if d.shape != (n,):
         raise ValueError(f"{n} records need {n} diffs, not an array of shape {d.shape}")
     return d.astype(np.int64)
+
+
+def returned_columns(out: Any, cols: tuple[np.ndarray, ...], n: int, name: str) -> str:
+    """The error for what ``map_columns``'s function returned for a batch of ``n`` records,
+    ``out`` (read as the columns ``cols``), when it is not one or more columns of ``n``
+    values each.
+
+    >>> returned_columns([1, 2], (np.array([[1], [2]]),), 2, "m")  # doctest: +ELLIPSIS
+    "map_columns 'm': f(*columns) must return a column, or a tuple of columns, ... (a list is..."
+    """
+    got = (
+        "an empty tuple"
+        if not cols
+        else ", ".join(
+            "None" if c is None else f"{type(c).__name__} of shape {a.shape}"
+            for c, a in zip(out if isinstance(out, tuple) else (out,), cols, strict=True)
+        )
+    )
+    hint = " (a list is one column: return a tuple of columns)" if isinstance(out, list) else ""
+    return (
+        f"map_columns {name!r}: f(*columns) must return a column, or a tuple of columns, "
+        f"of one value per record ({n}, one-dimensional), not {got}{hint}"
+    )
 
 
 def check_function(f: Any, arity: int | None, name: str, call: str) -> None:
