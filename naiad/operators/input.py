@@ -7,6 +7,7 @@ the new epoch becomes complete once every worker's input has advanced), ``close`
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -78,6 +79,9 @@ class InputHandle:
         # run before the input closes, however it is closed (a session's staged updates)
         self.before_close: list[Callable[[], None]] = []
         self._failure: BaseException | None = None  # what stopped the runtime, if anything
+        # the thread of the runtime's event loop (where dataflows are built): its workers'
+        # state is not locked, and what another thread changes does not wake the loop
+        self._thread = threading.get_ident()
 
     @property
     def epoch(self) -> Any:
@@ -91,7 +95,17 @@ class InputHandle:
     def closed(self) -> bool:
         return self._vertex.cap is None or not self._vertex.cap.valid
 
+    def _check_thread(self) -> None:
+        if threading.get_ident() != self._thread:
+            raise InputError(
+                f"input {self.name!r} is used from another thread than its runtime's event "
+                f"loop: a handle is not thread-safe (the call would change the workers' state "
+                f"unlocked, and not wake the loop); from another thread, pass the call to the "
+                f"loop, e.g. loop.call_soon_threadsafe(handle.advance_to, epoch)"
+            )
+
     def _live(self) -> Capability:
+        self._check_thread()
         if self._failure is not None:  # what is sent now would go nowhere
             raise stopped(f"input {self.name!r}", self._failure)
         cap = self._vertex.cap
@@ -188,6 +202,7 @@ class InputHandle:
 
     def close(self) -> None:
         """No more records at any epoch (idempotent; during the build, from the start)."""
+        self._check_thread()
         if not self._vertex.started:
             self._vertex.close_on_start = True
             return
