@@ -376,8 +376,8 @@ class Interner:
         values = column.tolist()
         try:
             found: list[Any] = list(map(self.codes.get, values))
-        except TypeError as e:
-            raise TypeError(f"records in a collection must be hashable: {e}") from None
+        except TypeError:
+            raise unhashable(values) from None
         numbers = not _PLAIN.isdisjoint(map(type, values))
         if numbers or None in found:
             with self._lock:
@@ -803,6 +803,26 @@ def group_starts(keys: np.ndarray) -> np.ndarray:
     return np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
 
 
+def unhashable(values: list[Any]) -> TypeError:
+    """The error for a column of record fields ``values`` of which one could not be hashed
+    (found again only now, on the failure path), naming the value and its row: a record
+    made unhashable by a function upstream (a map returning a list, say) is found only
+    where records are hashed, downstream of it.
+
+    >>> unhashable([1, [2]])
+    TypeError("record field [2] (row 1 of its batch) is not hashable (unhashable type: 'list'): records must be hashable (a tuple, not a list; a frozenset, not a set)")
+    """  # noqa: E501
+    for row, value in enumerate(values):
+        try:
+            hash(value)
+        except TypeError as e:
+            return TypeError(
+                f"record field {value!r} (row {row} of its batch) is not hashable ({e}): "
+                "records must be hashable (a tuple, not a list; a frozenset, not a set)"
+            )
+    return TypeError("records in a collection must be hashable")
+
+
 def _codes(column: np.ndarray) -> np.ndarray:
     """An int64 column ordered like ``column`` for sorting purposes (equal values, equal
     codes, numbered densely in order of first occurrence); numeric columns are used as they
@@ -818,7 +838,11 @@ def _codes(column: np.ndarray) -> np.ndarray:
     # packing sort keys (sorted_groups) keeps fitting in an int64
     table: dict[Any, int] = {}
     n = len(column)
-    first = np.fromiter(map(table.setdefault, column.tolist(), range(n)), np.int64, n)
+    values = column.tolist()
+    try:
+        first = np.fromiter(map(table.setdefault, values, range(n)), np.int64, n)
+    except TypeError:
+        raise unhashable(values) from None
     return (np.cumsum(first == np.arange(n)) - 1)[first]
 
 
