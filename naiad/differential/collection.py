@@ -836,6 +836,8 @@ def integer_diffs(diffs: Any, n: int) -> np.ndarray:
     if diffs is None:
         return np.ones(n, np.int64)
     d = np.asarray(diffs)
+    if d.ndim != 1:  # (a scalar has no len(), and is not one diff per record)
+        raise ValueError(f"{n} records need {n} diffs, not an array of shape {d.shape}")
     if len(d) and d.dtype.kind not in "iu":
         kind = "integers beyond int64" if d.dtype.kind == "O" else f"{d.dtype} values"
         raise TypeError(f"diffs are integers, not {kind}")
