@@ -789,6 +789,15 @@ def import_trace(
         )
     check_keyed(spine, name, "an import into another dataflow")
     handle.check_open(name)
+    if handle.logical is not None and not len(handle.logical):
+        # it holds nothing back, as a closed handle (see Spine.since): what is left to
+        # present may be compacted past every time
+        raise ValueError(
+            f"{name}: the trace handle of {spine.name!r} is at the empty logical compaction "
+            "frontier (set_logical_compaction([])): it reads no time any more, so the trace "
+            "may be compacted past every time; import through a handle whose frontier is "
+            "not empty"
+        )
     rows = None if frontier is None else _import_frontier(handle, frontier, name)
     if isinstance(spine, AdvancedSpine):  # the trace of an import as of a frontier
         rows = spine.frontier if rows is None else spine.outer_rows(rows)

@@ -644,8 +644,20 @@ class Spine:
 
     # --- batches ---------------------------------------------------------------------------
     def since(self) -> np.ndarray:
-        """The meet of the open handles' logical compaction frontiers (``upper`` if none)."""
-        frontiers = [h.logical for h in self.handles]
+        """The meet of the open handles' logical compaction frontiers (``upper`` if none).
+
+        A handle at the empty frontier reads at no time again, so it holds nothing back, as
+        a closed one: as the meet's only frontier it would leave every time uncompacted
+        (advancing to the empty frontier changes no time), holding all the history.
+
+        >>> s = Spine(depth=0)
+        >>> s.upper = np.array([[7]])
+        >>> h = s.reader()
+        >>> h.set_logical_compaction([])
+        >>> s.since().tolist()
+        [[7]]
+        """
+        frontiers = [f for f in (h.logical for h in self.handles) if f is None or len(f)]
         if not frontiers:
             return self.upper
         if any(f is None for f in frontiers):
