@@ -178,6 +178,17 @@ def minimal_rows(times: np.ndarray, lex: LexFlags = ()) -> np.ndarray:
     return np.array(keep, dtype=np.int64).reshape(len(keep), times.shape[1])
 
 
+def join_frontiers(a: np.ndarray, b: np.ndarray, lex: LexFlags = ()) -> np.ndarray:
+    """The frontier of the times in advance of both frontiers ``a`` and ``b``: the minimal
+    pairwise joins of their times (empty if either is).
+
+    >>> join_frontiers(np.array([[0, 5], [3, 0]]), np.array([[2, 2]])).tolist()
+    [[2, 5], [3, 2]]
+    """
+    joins = join(a[:, None, :], b[None, :, :], lex)
+    return minimal_rows(joins.reshape(-1, a.shape[1]), lex)
+
+
 def minimal_times(times: Sequence[Any], depth: int, lex: LexFlags = ()) -> list[Any]:
     """The minimal elements of distinct timestamps (an antichain), least row first.
 

@@ -1010,6 +1010,12 @@ class TraceHandle:
         # nobody has read it): a handle taken late cannot promise the history the spine may
         # have compacted already, so reads and set_logical_compaction before it are wrong
         self.logical: np.ndarray | None = spine.since() if logical is None else logical
+        # where a handle taken late starts (None: at the least time, or at no time): the
+        # spine may be compacted that far already, so an operator's handle that follows its
+        # input frontier (an import's reader, whose dataflow starts at time 0) must not fall
+        # back before it, or the spine would claim that earlier times read exactly again
+        floor = self.logical
+        self._floor = floor if floor is not None and floor.any() else None
         self.acknowledged: int | None = None
         spine.handles.add(self)
 
@@ -1046,6 +1052,13 @@ class TraceHandle:
         self._advance(lattice.frontier_rows(frontier, self.spine.depth))
 
     def _advance(self, rows: np.ndarray) -> None:
+        floor = self._floor
+        if floor is not None:  # (see __init__) a frontier only advances: checked until past it
+            lex = self.spine.lex
+            if lattice.beyond(rows, floor, lex).all():
+                self._floor = None
+            else:
+                rows = lattice.join_frontiers(rows, floor, lex)
         if self.logical is None or not np.array_equal(rows, self.logical):
             self.logical = rows  # a new array only for a new frontier: Spine.since caches
 

@@ -210,9 +210,8 @@ class View:
         requested, following = self._requested, self._following
         if self.history or not len(requested):
             since = requested
-        else:  # in advance of both: the pairwise joins, their minimal ones
-            joins = lattice.join(requested[:, None, :], following[None, :, :], self.lex)
-            since = lattice.minimal_rows(joins.reshape(-1, requested.shape[1]), self.lex)
+        else:  # in advance of both
+            since = lattice.join_frontiers(requested, following, self.lex)
         was, self._since = self._since, since
         if not len(since):
             self.runs = []  # never read again
