@@ -1197,6 +1197,8 @@ class TraceHandle:
         """
         self.check_open("cursor")
         if at is None:
+            if seq is not None:
+                self._check_apart(seq)
             return Cursor(self.spine, self.spine.batches_through(seq))
         if seq is not None:
             raise TypeError(
@@ -1227,6 +1229,18 @@ class TraceHandle:
                 f"it, so accumulations there would not be exact"
             )
         return Cursor(self.spine, self.spine.batches_through(None), at=row[0])
+
+    def _check_apart(self, seq: int) -> None:
+        """Raises ``ValueError`` if the batches numbered up to ``seq`` were merged with later
+        ones: a cursor over them would silently lack their updates (batches are kept apart
+        only at a reader's physical compaction point)."""
+        for b in self.spine.batches:
+            if b.seq_lo <= seq < b.seq_hi:
+                raise ValueError(
+                    f"cursor of trace {self.spine.name!r}: the batches up to {seq} were merged "
+                    f"with later ones (into batch {b.seq_lo}..{b.seq_hi}), so they cannot be "
+                    f"read apart; set_physical_compaction({seq}) keeps them apart from then on"
+                )
 
     def __repr__(self) -> str:
         return f"TraceHandle({self.spine.name!r}, {self.spine.total()} updates)"

@@ -5,10 +5,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import numpy as np
 import pytest
 
 import naiad
 from naiad.differential import Collection
+from naiad.differential.trace import Spine
 
 
 async def test_seeking_a_key_that_cannot_compare_with_the_keys_is_named() -> None:
@@ -92,3 +94,23 @@ async def test_a_cursor_reads_its_rows_as_they_were_when_it_was_made() -> None:
         session.close()
         trace.close()
         await df.finished()
+
+
+def test_a_cursor_up_to_a_batch_merged_with_later_ones_is_refused() -> None:
+    """Regression: ``cursor(seq=2)`` over a trace whose batches 0..4 had merged into one read
+    nothing (the merged batch lies beyond 2), not the 3 records of batches 0 to 2, and said
+    nothing. It is refused naming the merge; at a reader's physical compaction point, where
+    batches are kept apart, every batch up to it is read."""
+    spine = Spine(depth=0, name="t")
+    handle = spine.reader()
+    for e in range(8):
+        spine.insert_updates(
+            np.array([e]), (), np.array([[e]]), np.ones(1, np.int64), upper=np.array([[e + 1]])
+        )
+        if e == 5:
+            handle.set_physical_compaction(5)
+    assert [(b.seq_lo, b.seq_hi) for b in spine.batches][:2] == [(0, 4), (5, 5)]
+    with pytest.raises(ValueError, match=r"batches up to 2 were merged .* batch 0\.\.4"):
+        handle.cursor(seq=2)
+    cursor = handle.cursor(seq=5)
+    assert [cursor.key() for _ in cursor] == list(range(6))
