@@ -1150,7 +1150,7 @@ def stable_hash(value: Any) -> int:
     >>> stable_hash("word") == stable_hash("word"), stable_hash(7), stable_hash(7.0)
     (True, 7, 7)
     """
-    if isinstance(value, bool | int | np.integer):
+    if isinstance(value, bool | int | np.integer | np.bool_):  # np.bool_ is no np.integer
         return int(value) & _HASH_MASK
     if isinstance(value, float | np.floating):
         value = float(value)
