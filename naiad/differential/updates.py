@@ -17,6 +17,7 @@ after which the sort is numeric too.
 
 from __future__ import annotations
 
+import datetime
 import numbers
 import threading
 import weakref
@@ -1150,6 +1151,8 @@ def stable_hash(value: Any) -> int:
     >>> stable_hash("word") == stable_hash("word"), stable_hash(7), stable_hash(7.0)
     (True, 7, 7)
     """
+    if isinstance(value, np.datetime64 | np.timedelta64 | datetime.date | datetime.timedelta):
+        return _time_hash(value)  # (np.timedelta64 is an np.integer that int() refuses)
     if isinstance(value, bool | int | np.integer | np.bool_):  # np.bool_ is no np.integer
         return int(value) & _HASH_MASK
     if isinstance(value, float | np.floating):
@@ -1171,6 +1174,49 @@ def stable_hash(value: Any) -> int:
     if isinstance(value, numbers.Number):
         return _number_hash(value)
     return zlib.crc32(repr(value).encode())
+
+
+_TIME_UNITS = ("D", "s", "us", "ns", "ps", "fs", "as")
+"""Units fine enough for any date or duration of fixed length (``W`` in days, ``h`` and
+``m`` in seconds, ``ms`` in microseconds)."""
+
+_EPOCH = datetime.datetime(1970, 1, 1)
+
+
+def _time_hash(value: Any) -> int:
+    """Dates and durations as a count of the coarsest unit that holds them exactly, so that
+    equal values hash alike whatever their unit or type, as numpy compares them
+    (``np.datetime64('2020-01-01') == np.datetime64('2020-01-01T00:00') == date(2020, 1, 1)``,
+    ``np.timedelta64(1, 'h') == np.timedelta64(60, 'm') == timedelta(hours=1)``); an aware
+    ``datetime`` as its UTC instant (equal whatever its offset).
+
+    >>> stable_hash(np.datetime64("2020-01-01")) == stable_hash(np.datetime64("2020-01-01T00:00"))
+    True
+    >>> stable_hash(np.timedelta64(1, "h")) == stable_hash(datetime.timedelta(minutes=60))
+    True
+    """
+    offset = value.utcoffset() if isinstance(value, datetime.datetime) else None
+    if offset is not None:
+        since = value.replace(tzinfo=None) - _EPOCH - offset  # a timedelta: no overflow
+        return stable_hash(("aware", since.days, since.seconds, since.microseconds))
+    if isinstance(value, datetime.timedelta):
+        value = np.timedelta64(value)
+    elif isinstance(value, datetime.date):
+        value = np.datetime64(value)
+    if np.isnat(value):  # never equal to anything, as NaN
+        return zlib.crc32(b"NaT")
+    kind = "datetime64" if isinstance(value, np.datetime64) else "timedelta64"
+    for unit in _TIME_UNITS:
+        try:
+            coarse = value.astype(f"{kind}[{unit}]")
+            exact = bool(coarse == value)
+        except TypeError:  # a duration in years or months: no fixed length
+            break
+        except OverflowError:  # attoseconds have no factor to days in int64
+            continue
+        if exact:
+            return stable_hash((kind, unit, int(coarse.astype(np.int64))))
+    return stable_hash((kind, "M", int(value.astype(f"{kind}[M]").astype(np.int64))))
 
 
 def _number_hash(value: Any) -> int:
