@@ -490,6 +490,7 @@ class Arranged:
     def _toward(self, other: Arranged | Collection, name: str) -> Arranged:
         """This arrangement entered into ``other``'s loop when this one's scope encloses it
         (the left side of a join inside a loop); otherwise this arrangement itself."""
+        check_side(other, name)
         scope = other.scope
         if scope is not self.scope and encloses(self.scope, scope):
             return self.enter(scope, name + ".enter")
@@ -589,6 +590,35 @@ def _into(other: Arranged, scope: Any, name: str) -> Arranged:
     if other.scope is not scope and encloses(other.scope, scope):
         return other.enter(scope, name + ".enter")
     return other
+
+
+def check_side(other: Any, name: str, arranged: bool = True) -> None:
+    """Refuses, while the dataflow is built, what ``name`` (a join-like method, or a
+    ``concat`` when not ``arranged``) got as its other side when it is no collection of
+    updates (rather than fail on an attribute of it).
+
+    >>> check_side([1], "join")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    TypeError: join: the other side must be a Collection or an Arranged of this ..., not list
+    """
+    from naiad.differential.collection import Collection
+
+    if isinstance(other, Collection) or (arranged and isinstance(other, Arranged)):
+        return
+    from naiad.operators.stream import Stream
+
+    takes = "a Collection or an Arranged" if arranged else "a Collection"
+    if isinstance(other, Arranged):
+        hint = " (an arrangement: pass its .as_collection())"
+    elif isinstance(other, Stream):
+        hint = " (a timely stream of records, not a collection of (record, time, diff) updates)"
+    elif isinstance(other, list | tuple) and any(isinstance(o, Collection) for o in other):
+        hint = " (collections are passed one argument each: concat(*collections))"
+    else:
+        hint = ""
+    shown = "None" if other is None else type(other).__name__
+    raise TypeError(f"{name}: the other side must be {takes} of this dataflow, not {shown}{hint}")
 
 
 def encloses(outer: Any, inner: Any) -> bool:

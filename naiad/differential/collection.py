@@ -33,7 +33,7 @@ from naiad.dataflow.channels import Exchange, Pipeline
 from naiad.differential import iterate as iterate_mod
 from naiad.differential import lattice
 from naiad.differential import reduce as reduce_mod
-from naiad.differential.arrange import Arranged, arrange, encloses
+from naiad.differential.arrange import Arranged, arrange, check_side, encloses
 from naiad.differential.lanes import arrange_by_record
 from naiad.differential.updates import (
     NAN_MESSAGE,
@@ -393,6 +393,8 @@ class Collection:
 
     def concat(self, *others: Collection, name: str = "concat") -> Collection:
         """The sum of the collections."""
+        for other in others:
+            check_side(other, name, arranged=False)
         return Collection(self.stream.concat(*(o.stream for o in others), name=name))
 
     def inspect(
@@ -596,6 +598,7 @@ class Collection:
         own scope; entering it, which re-times every update, is the caller's choice, as in
         differential dataflow (an arrangement made outside and entered is read without a
         second index)."""
+        check_side(other, name)
         if other.scope is self.scope:
             return
         if isinstance(other, Collection) or encloses(self.scope, other.scope):

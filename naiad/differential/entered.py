@@ -130,11 +130,10 @@ def enter_arranged(arranged: Any, loop: Any, name: str, counters: Counters | Non
     at loop counter 0 or at ``counters(batch)`` in the innermost loop: the body of
     :meth:`Arranged.enter` and :meth:`Arranged.enter_at`."""
     from naiad.differential.arrange import Arranged
-    from naiad.differential.iterate import check_counted
+    from naiad.differential.iterate import check_counted, check_loop_scope
     from naiad.operators import loops
 
-    if not isinstance(loop, Scope):
-        raise TypeError(f"{name}: expected a loop scope to enter, not {type(loop).__name__}")
+    check_loop_scope(loop, name)
     check_counted(loop, counters, name)
     spine = arranged.spine
     outer, levels = (spine.outer, spine.levels) if isinstance(spine, EnteredSpine) else (spine, ())

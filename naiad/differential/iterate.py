@@ -18,6 +18,7 @@ import numpy as np
 
 from naiad.differential.updates import Updates, fields_of
 from naiad.operators import loops
+from naiad.operators.scope import Scope
 
 if TYPE_CHECKING:
     from naiad.differential.collection import Collection
@@ -118,6 +119,7 @@ def enter(
     region on the way (or as ``loop``) re-times nothing."""
     from naiad.differential.collection import Collection
 
+    check_loop_scope(loop, name)
     check_counted(loop, counters, name)
     chain = []
     scope = loop
@@ -134,6 +136,23 @@ def enter(
         last = i == len(chain) - 1
         stream = loops.enter(stream, inner, name, _entered(counters if last else None))
     return Collection(stream)
+
+
+def check_loop_scope(loop: Any, name: str) -> None:
+    """Refuses, while the dataflow is built, a ``loop`` to enter (or to iterate a variable
+    in) that is no scope, naming ``name``.
+
+    >>> check_loop_scope(None, "enter")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    TypeError: enter: expected a loop scope to enter, not None (a loop: scope.iterative(), ...
+    """
+    if not isinstance(loop, Scope):
+        shown = "None" if loop is None else type(loop).__name__
+        raise TypeError(
+            f"{name}: expected a loop scope to enter, not {shown} (a loop: scope.iterative(), "
+            "or a region: scope.region())"
+        )
 
 
 def check_counted(loop: Any, counters: Any, name: str) -> None:
@@ -165,6 +184,7 @@ class Variable:
     ) -> None:
         from naiad.differential.collection import Collection
 
+        check_loop_scope(loop, f"variable {name!r}")
         self.handle, stream = loops.feedback(loop, step, name, _advanced(step))
         self.scope = stream.scope
         self.source = source

@@ -149,3 +149,85 @@ def test_a_variable_is_set_once_to_a_collection_of_its_loop(how: str) -> None:
     with pytest.raises(error, match=message):
         naiad.run(build)
     still_works()
+
+
+def timely(c: Collection) -> Any:
+    return c.scope.from_epochs([[1]])
+
+
+SIDE = r"must be a Collection or an Arranged of this dataflow, not"
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda c: c.join([1]), rf"^join: the other side {SIDE} list$"),
+        (lambda c: c.join(timely(c)), rf"^join: the other side {SIDE} Stream \(a timely stream"),
+        (lambda c: c.join_map(None, lambda k, a, b: k), rf"^join_map: the other side {SIDE} None$"),
+        (lambda c: c.join_core(3, lambda k, a, b: [k]), rf"^join_core: the other side {SIDE} int$"),
+        (lambda c: c.semijoin([1]), rf"^semijoin: the other side {SIDE} list$"),
+        (lambda c: c.antijoin({1}), rf"^antijoin: the other side {SIDE} set$"),
+        (lambda c: c.arrange_by_key().join([1]), rf"^join: the other side {SIDE} list$"),
+        (lambda c: c.arrange_by_key().join(timely(c)), rf"^join: the other side {SIDE} Stream"),
+        (lambda c: c.arrange_by_key().semijoin("k"), rf"^semijoin: the other side {SIDE} str$"),
+        (lambda c: c.arrange_by_key().antijoin([1]), rf"^antijoin: the other side {SIDE} list$"),
+        (
+            lambda c: c.arrange_by_key().join_map([1], lambda k, a, b: k),
+            rf"^join_map: the other side {SIDE} list$",
+        ),
+        (
+            lambda c: c.concat(timely(c)),
+            r"^concat: the other side must be a Collection of this dataflow, not Stream \(a timely",
+        ),
+        (
+            lambda c: c.concat(c, [c]),
+            r"^concat: .* not list \(collections are passed one argument each: concat\(\*coll",
+        ),
+        (
+            lambda c: c.concat(c.arrange_by_key()),
+            r"^concat: .* not Arranged \(an arrangement: pass its \.as_collection\(\)\)$",
+        ),
+        (lambda c: c.enter(None), r"^enter: expected a loop scope to enter, not None \(a loop: "),
+        (lambda c: c.enter(c), r"^enter: expected a loop scope to enter, not Collection"),
+        (
+            lambda c: c.enter_at(None, lambda x: 0),
+            r"^enter_at: expected a loop scope to enter, not None",
+        ),
+        (
+            lambda c: c.enter_prioritized(None, lambda x: 0),
+            r"^enter_prioritized: expected a loop scope to enter, not None",
+        ),
+        (
+            lambda c: Variable(None),
+            r"^variable 'variable': expected a loop scope to enter, not None",
+        ),
+    ],
+)
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_join_or_concat_of_no_collection_is_refused_while_building(
+    make: Any, message: str, workers: int
+) -> None:
+    """These failed as bare AttributeErrors ("'list' object has no attribute 'scope'",
+    "'Stream' object has no attribute 'arrange_by_key'" or "... 'stream'", "'NoneType'
+    object has no attribute 'path'" or "... 'depth'"), naming neither the operator nor what
+    it takes."""
+    with pytest.raises(TypeError, match=message):
+        naiad.run(lambda s: make(empty(s)), workers=workers)
+    still_works()
+
+
+def test_joins_and_concat_of_collections_and_arrangements_still_pass() -> None:
+    def build(s: naiad.Scope) -> Any:
+        a = Collection.from_epochs(s, [[((1, "a"), 1), ((2, "b"), 1)]])
+        keys = Collection.from_epochs(s, [[(1, 1)]])
+        return (
+            a.join(keys.map(lambda k: (k, "x")))
+            .concat(a.arrange_by_key().semijoin(keys), a.antijoin(keys.arrange_by_self()))
+            .consolidate()
+            .changes()
+        )
+
+    got = naiad.run(build, workers=2)
+    assert sorted(got[0] + got[1], key=repr) == sorted(
+        [((1, "a", "x"), 0, 1), ((1, "a"), 0, 1), ((2, "b"), 0, 1)], key=repr
+    )
