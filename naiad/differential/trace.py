@@ -39,6 +39,7 @@ merging per batch received, never a pass over the state per step.
 
 from __future__ import annotations
 
+import threading
 import weakref
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -489,6 +490,9 @@ class Spine:
         # TraceHandle.wait awaits. Weak: a view's probe goes with the view
         self.watchers: weakref.WeakSet[ProbeHandle] = weakref.WeakSet()
         self._completion: ProbeHandle | None = None
+        # the thread of the event loop that maintains it (the build's, which made it), where
+        # its handles' waits must run: completion() may first be called from another
+        self._thread = threading.get_ident()
         self._upper_times: tuple[np.ndarray, Antichain] | None = None
         self._since_cache: tuple[list[Any], np.ndarray] = ([], self.upper)
         # with integer times (depth 0), the greatest time a merge may have advanced some
@@ -727,6 +731,8 @@ class Spine:
         stopped first."""
         if self._completion is None:
             self._completion = ProbeHandle(self._upper_frontier, self.depth)
+            self._completion._thread = self._thread
+            self._completion._what = f"trace handle of {self.name!r}"
             self.watch(self._completion)
         return self._completion
 

@@ -287,6 +287,7 @@ class ViewVertex(Vertex):
         view.vertex = self
         # what View.wait awaits (a failure of the runtime reaches it as a probe's does)
         self.handle = ProbeHandle(input_frontier(self, view._shape), len(view.lex))
+        self.handle._what = f"view {view.name!r}"
 
     def on_recv(self, port: int, cap: Capability, batch: Updates) -> None:
         self.view._insert(batch)

@@ -11,6 +11,7 @@ import threading
 from collections.abc import AsyncIterable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from naiad.actors.loop_thread import off_loop_error
 from naiad.actors.supervision import DataflowDropped, stopped
 from naiad.actors.vertex import Vertex
 from naiad.dataflow.scope import NEVER_RUNS, BuildError
@@ -97,11 +98,10 @@ class InputHandle:
 
     def _check_thread(self) -> None:
         if threading.get_ident() != self._thread:
-            raise InputError(
-                f"input {self.name!r} is used from another thread than its runtime's event "
-                f"loop: a handle is not thread-safe (the call would change the workers' state "
-                f"unlocked, and not wake the loop); from another thread, pass the call to the "
-                f"loop, e.g. loop.call_soon_threadsafe(handle.advance_to, epoch)"
+            raise off_loop_error(
+                f"input {self.name!r}",
+                "loop.call_soon_threadsafe(handle.advance_to, epoch)",
+                InputError,
             )
 
     def _live(self) -> Capability:

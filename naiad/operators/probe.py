@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from naiad.actors.loop_thread import WAITS, off_loop_error
 from naiad.actors.supervision import DataflowDropped
 from naiad.actors.vertex import Vertex
 from naiad.dataflow.channels import Pipeline
@@ -57,6 +59,9 @@ class ProbeVertex(Vertex):
         the loop depth and time shape of the stream if it had none (once the vertex is part
         of a build: a build that fails takes both back with :meth:`build_failed`)."""
         handle = self.handle
+        handle._thread = threading.get_ident()  # the build's: its runtime's event loop's
+        if self.owns:
+            handle._what = f"probe {self.label!r}"
         self._shaped = (handle._levels is None, handle._shape is None)
         if handle._levels is None:
             handle._levels = levels
@@ -152,6 +157,11 @@ class ProbeHandle:
         self._failure: BaseException | None = None
         self._refusal: str | None = None  # why it has no frontier (its build raised)
         self._dropped: DataflowDropped | None = None  # its stream's dataflow was dropped
+        # the thread of the event loop that wakes its waits (see naiad.actors.loop_thread):
+        # the one it was made on (in a build) if it probes a stream from the start, else the
+        # one that builds what it probes (None: any, while it probes nothing)
+        self._thread = None if frontier is None else threading.get_ident()
+        self._what = "probe handle"  # what a wait from another thread names
 
     @property
     def frontier(self) -> MutableAntichain | Antichain:
@@ -185,7 +195,13 @@ class ProbeHandle:
         return self.frontier.is_empty()
 
     async def wait(self, time: Any = None) -> None:
-        """Returns once time ``time`` is complete (every time, if ``time`` is None)."""
+        """Returns once time ``time`` is complete (every time, if ``time`` is None). Refused
+        (``RuntimeError``) on another thread than the runtime's event loop, whose thread
+        wakes the wait: run it there (``asyncio.run_coroutine_threadsafe``)."""
+        if self._thread is not None and threading.get_ident() != self._thread:
+            raise off_loop_error(
+                self._what, "asyncio.run_coroutine_threadsafe(handle.wait(time), loop)", why=WAITS
+            )
         if time is not None:
             time = self._time(time)
         if self._ready(time):

@@ -52,6 +52,7 @@ class SubscribeVertex(Vertex):
         self.reported = Antichain([minimum])  # the frontier as of the last callbacks
         # shaped like the stream's times: a Lex time on a Product loop's handle is refused
         self.handle = ProbeHandle(lambda: self.reported, levels, least=minimum)
+        self.handle._what = "subscription handle"
 
     def on_recv(self, port: int, cap: Capability, batch: Any) -> None:
         records = self.buffered.get(cap.time)

@@ -18,8 +18,10 @@ stays usable.
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any
 
+from naiad.actors.loop_thread import off_loop_error
 from naiad.actors.supervision import DataflowDropped, stopped
 from naiad.actors.vertex import Vertex
 from naiad.dataflow.scope import NEVER_RUNS
@@ -167,6 +169,9 @@ class UnorderedInputHandle:
         self._held: dict[InputCapability, None] = {}  # an ordered set: oldest first
         self._first: InputCapability | None = None
         self._failure: BaseException | None = None
+        # the thread of the runtime's event loop (where dataflows are built): see
+        # naiad.actors.loop_thread
+        self._thread = threading.get_ident()
 
     @property
     def capability(self) -> InputCapability:
@@ -205,6 +210,7 @@ class UnorderedInputHandle:
 
     def close(self) -> None:
         """Drops every capability still held (idempotent; during the build, from the start)."""
+        self._check_thread()
         if not self._vertex.started:
             self._vertex.close_on_start = True
             return
@@ -224,7 +230,16 @@ class UnorderedInputHandle:
     def _forget(self, cap: InputCapability) -> None:
         del self._held[cap]
 
+    def _check_thread(self) -> None:
+        if threading.get_ident() != self._thread:
+            raise off_loop_error(
+                f"unordered input {self.name!r}",
+                "loop.call_soon_threadsafe(capability.downgrade, time)",
+                InputError,
+            )
+
     def _check_running(self) -> None:
+        self._check_thread()
         if self._failure is not None:  # what is sent now would go nowhere
             raise stopped(f"unordered input {self.name!r}", self._failure)
 

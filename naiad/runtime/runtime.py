@@ -22,10 +22,12 @@ import numbers
 import os
 import socket
 import subprocess
+import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+from naiad.actors.loop_thread import off_loop_error
 from naiad.actors.supervision import DataflowDropped, DataflowStopped, interrupted, stopped
 from naiad.dataflow.scope import BuildError, DataflowBuild
 from naiad.operators.scope import Scope
@@ -76,6 +78,7 @@ class Dataflow:
         """The global index of each local worker, as ``results`` lists them."""
         self.dropped = False
         """Whether :meth:`drop` ended it."""
+        self._thread = threading.get_ident()  # the runtime's event loop's (it was built there)
 
     @property
     def by_worker(self) -> dict[int, Any]:
@@ -170,6 +173,10 @@ class Dataflow:
             found.append(Holder(names[node], port, kind, time, count))
         return found
 
+    def _check_thread(self, method: str, example: str) -> None:
+        if threading.get_ident() != self._thread:
+            raise off_loop_error(f"dataflow {self.name!r}: {method}()", example)
+
     def _describe_holders(self, found: list[Holder] | None = None) -> str:
         """``found`` (by default, the holders now) for an error or a warning."""
         if found is None:
@@ -195,7 +202,8 @@ class Dataflow:
         Refused (``RuntimeError``, naming them, nothing dropped) while another dataflow
         follows one of its arrangements (``import_trace``) or live capture logs
         (``replay``): they would wait for ever for what it no longer produces; drop them
-        (or ``close_inputs()`` them) first.
+        (or ``close_inputs()`` them) first. Refused (``RuntimeError``) from another thread
+        than the runtime's event loop: pass the call to the loop.
 
         In a cluster every process builds the same dataflows and drops this one too (each
         its own part); what peers still send for it is ignored. In a simulated cluster
@@ -217,6 +225,7 @@ class Dataflow:
         >>> asyncio.run(main())
         input 'input': dataflow 'query' was dropped (Dataflow.drop)
         """
+        self._check_thread("drop", "loop.call_soon_threadsafe(dataflow.drop)")
         if self.done:
             return
         followers = [
@@ -239,7 +248,9 @@ class Dataflow:
     def close_inputs(self, imports: bool = True) -> None:
         """Closes every input handle of every local worker that is still open, and (with
         ``imports``) stops every import of another dataflow's arrangement at what it has sent
-        so far: the dataflow can then complete while its sources keep running."""
+        so far: the dataflow can then complete while its sources keep running. Refused
+        (``RuntimeError``, nothing closed) from another thread than the runtime's event loop."""
+        self._check_thread("close_inputs", "loop.call_soon_threadsafe(dataflow.close_inputs)")
         for instance in self.instances:
             instance.close_inputs(imports)
 
@@ -326,6 +337,7 @@ class Runtime:
         self._next_id = 0  # dataflows are numbered in build order, the same in every process
         self._failure: BaseException | None = None
         self._started = False
+        self._thread: int | None = None  # the thread of its event loop, once started
         self._closed = False  # stopped: a runtime runs once
         self._children: list[subprocess.Popen[bytes]] = []
         self._stall_warning: float | None = STALL_WARNING
@@ -414,6 +426,7 @@ class Runtime:
         if self._started:
             return
         self._started = True
+        self._thread = threading.get_ident()  # its event loop's: see naiad.actors.loop_thread
         memory.keep_freed_memory()
         transports = self._transports()
         self.processes = [
@@ -639,6 +652,11 @@ class Runtime:
             raise RuntimeError(CLOSED)
         if self._failure is not None:
             raise stopped(f"cannot build dataflow {name!r}", self._failure)
+        if threading.get_ident() != self._thread:  # (it would stop the runtime half-built)
+            raise off_loop_error(
+                f"runtime.dataflow({name!r})",
+                "asyncio.run_coroutine_threadsafe(coro, loop) of a coroutine that builds it",
+            )
         # taken once every worker has built the dataflow: a build that raises leaves no gap in
         # the numbering (the progress actors tell finished dataflows by it)
         ident = self._next_id
