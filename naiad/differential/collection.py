@@ -22,7 +22,7 @@ Routing uses :func:`~naiad.differential.updates.stable_hash`, equal in every pro
 from __future__ import annotations
 
 import numbers
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from inspect import signature as signature_of
 from typing import Any, Literal, overload
 
@@ -245,12 +245,28 @@ class Collection:
         return Collection(self.stream.derive(node))
 
     def map(self, f: Callable[[Any], Any], name: str = "map") -> Collection:
-        """``f`` applied to every record (one Python call per record)."""
+        """``f`` applied to every record (one Python call per record). ``f`` returns one
+        record, equal by value to what it returns for an equal record: not an iterator
+        (for several records, :meth:`flat_map`; for one of several fields, a tuple).
+
+        >>> import naiad
+        >>> naiad.run(lambda s: Collection.from_epochs(s, [[(1, 1)]])
+        ...           .map(lambda x: (x for x in [x])).changes())  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        TypeError: map 'map': f(1) returned a generator, not a record: ...
+        naiad: raised in operator 'map' on worker 0 receiving a message at time 0
+        """
         check_function(f, 1, name, "f(record)")
-        return self._apply(
-            lambda u: Updates.of_values([f(x) for x in records_of(u.data)], u.times, u.diffs),
-            name,
-        )
+
+        def apply(u: Updates) -> Updates:
+            records = records_of(u.data)
+            out = [f(x) for x in records]
+            if out:
+                check_not_iterator(out[0], records[0], name)
+            return Updates.of_values(out, u.times, u.diffs)
+
+        return self._apply(apply, name)
 
     def map_columns(self, f: Callable[..., Any], name: str = "map_columns") -> Collection:
         """``f(*columns)`` applied to the batch's columns as a whole (one call per batch); it
@@ -902,6 +918,28 @@ def check_function(f: Any, arity: int | None, name: str, call: str) -> None:
             f"{name}: {call} is called with {arity} argument{'s' if arity > 1 else ''}, but "
             f"{label} takes {signature}"
         ) from None
+
+
+def check_not_iterator(value: Any, record: Any, name: str) -> None:
+    """Refuses ``value``, what ``map``'s function returned for ``record``, if it is an
+    iterator (a generator, a ``map`` or ``zip`` object): it equals only itself, so the
+    same record mapped again at its retraction gives another one, which never cancels it
+    (the collection would hold it, and its negation, for ever). Checked on the first
+    record of each batch: one test per batch, none per record (a function returns an
+    iterator for every record, or for none, unless its result depends on the record's type).
+
+    >>> check_not_iterator(iter([1]), 5, "map")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    TypeError: map 'map': f(5) returned a list_iterator, not a record: an iterator equals ...
+    """
+    if isinstance(value, Iterator):
+        raise TypeError(
+            f"map {name!r}: f({record!r}) returned a {type(value).__name__}, not a record: an "
+            "iterator equals only itself, so its retraction would never cancel it; return a "
+            "tuple (tuple(...)) for a record of several fields, or use flat_map for several "
+            "records"
+        )
 
 
 def exploded(pair: Any, record: Any, name: str) -> tuple[Any, int]:
