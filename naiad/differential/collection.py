@@ -354,6 +354,8 @@ class Collection:
         self, predicate: Callable[..., Any], name: str = "filter_columns"
     ) -> Collection:
         """The records where ``predicate(*columns)`` (a boolean array, one call per batch) holds.
+        An array of another dtype is refused, not read as truth values: integers there are
+        more likely the indices of the records to keep (``np.flatnonzero``'s) than a mask.
 
         >>> import naiad, numpy as np
         >>> def build(scope):
@@ -365,13 +367,20 @@ class Collection:
         check_function(predicate, None, name, "predicate(*columns)")
 
         def keep(u: Updates) -> Updates:
-            mask = np.asarray(predicate(*u.data), dtype=bool)
+            mask = np.asarray(predicate(*u.data))
             if mask.shape != (len(u),):
                 raise ValueError(
                     f"filter_columns: the predicate must return one boolean per record "
                     f"({len(u)}), not an array of shape {mask.shape}"
                 )
-            return u.take(mask)
+            if mask.dtype.kind != "b" and len(u):
+                raise TypeError(
+                    f"filter_columns {name!r}: the predicate must return a boolean mask, not "
+                    f"an array of {mask.dtype} values: integers would be read as truth values, "
+                    "not as the indices of the records to keep; compare (a > 0, say), or "
+                    "convert (.astype(bool)) if truth values are meant"
+                )
+            return u.take(mask.astype(bool, copy=False))
 
         return self._apply(keep, name)
 

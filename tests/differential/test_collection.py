@@ -500,3 +500,54 @@ def test_priorities_are_one_integer_per_record_or_one_for_all() -> None:
         with pytest.raises(error, match="enter_at: at\\(\\*columns\\).*" + message):
             naiad.run(closure(priority, at=True))
     assert sorted(naiad.run(closure(lambda n: n))[0]) == reached
+
+
+@pytest.mark.parametrize(
+    ("predicate", "dtype"),
+    [
+        (lambda a: np.flatnonzero(a >= 0), "int64"),  # the indices of every record: 0 first
+        (lambda a: (a % 2).astype(np.int8), "int8"),
+        (lambda a: a * 0.5, "float64"),
+        (lambda a: np.array([x > 5 for x in a], dtype=object), "object"),
+    ],
+)
+@pytest.mark.parametrize("workers", [1, 2])
+def test_filter_columns_refuses_a_mask_that_is_not_boolean(
+    predicate: Any, dtype: str, workers: int
+) -> None:
+    """An integer array (indices meant, say) was read as truth values: np.flatnonzero(a >= 0),
+    the indices of all of [5, 6, 7], dropped 5 (index 0, false) silently: 2 records kept of 3."""
+
+    def build(scope: naiad.Scope) -> Any:
+        c = Collection.from_columns(scope, [(np.array([5, 6, 7]),)])
+        return c.filter_columns(predicate, name="keep").changes()
+
+    with pytest.raises(TypeError, match=rf"^filter_columns 'keep': .* not an array of {dtype} "):
+        naiad.run(build, workers=workers)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_filter_columns_keeps_what_a_boolean_mask_says(workers: int) -> None:
+    """A boolean array, a list of bools and a numpy comparison of object columns, against
+    the records filtered one by one in Python."""
+    xs = [3, 8, 1, 9, 4, 4, 7]
+    words = [f"w{x}" for x in xs]
+    predicates = [
+        lambda a, w: a > 4,
+        lambda a, w: [x % 2 == 0 for x in a],
+        lambda a, w: w == np.array(["w4"] * len(w), dtype=object),
+    ]
+    expected = [
+        [(x, w) for x, w in zip(xs, words, strict=True) if x > 4],
+        [(x, w) for x, w in zip(xs, words, strict=True) if x % 2 == 0],
+        [(x, w) for x, w in zip(xs, words, strict=True) if w == "w4"],
+    ]
+
+    def build(scope: naiad.Scope) -> Any:
+        c = Collection.from_columns(scope, [(np.array(xs), np.array(words, dtype=object))])
+        return [c.filter_columns(p).changes() for p in predicates]
+
+    got = naiad.run(build, workers=workers)
+    for i, want in enumerate(expected):
+        kept = [r for worker in got for r, t, d in worker[i] for _ in range(d)]
+        assert sorted(kept) == sorted(want)
