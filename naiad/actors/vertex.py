@@ -107,6 +107,11 @@ class Vertex:
     def on_frontier(self) -> None:
         """Called after an input frontier moved (only if overridden)."""
 
+    def on_idle(self) -> None:
+        """Called once per :meth:`activate_when_idle`, when its worker has had nothing else
+        to run for a while (``IDLE_DELAY_S``): background work, such as the compaction a
+        reader's release allows in an arrangement whose input went quiet."""
+
     # --- checkpoint / restore seams (Naiad §3.4) ----------------------------------------------
     def checkpoint(self) -> Any:
         """The vertex's state, for a consistent checkpoint; stateless vertices return None."""
@@ -143,6 +148,15 @@ class Vertex:
     def notify_at(self, at: Capability | Any) -> None:
         """Requests ``on_notify`` once no message at or before that time can arrive."""
         self.shard.notify_at(at)
+
+    def activate_when_idle(self) -> None:
+        """Requests one ``on_idle`` call, once the worker has had no message, notification or
+        frontier change to run for ``IDLE_DELAY_S`` (so a computation that keeps its worker
+        busy never pays for it). Repeated requests before the call make one. Nothing
+        happens for a vertex not placed on a worker yet (its build failed: it never runs)."""
+        shard = getattr(self, "shard", None)
+        if shard is not None:
+            shard.worker.schedule_idle(shard)
 
     def frontier(self, port: int = 0) -> MutableAntichain:
         """The input frontier of ``port``: the times at which messages can still arrive."""
@@ -247,6 +261,7 @@ class VertexShard(Actor):
         "failure",
         "fresh",
         "frontiers",
+        "idle_queued",
         "logic",
         "outputs",
         "pending",
@@ -282,6 +297,7 @@ class VertexShard(Actor):
         self.current: Capability | None = None  # the capability of the running callback
         self.fresh: list[Any] | None = None  # times requested while notifications are delivered
         self.wants_frontier = overrides(logic, "on_frontier")
+        self.idle_queued = False  # in its worker's idle queue (see Vertex.activate_when_idle)
         # The process's count of messages waiting in mailboxes, per target location and time
         # (the progress actor holds updates by it), or None if it does not need one.
         self.resident: list[dict[Any, int]] | None = None
@@ -467,6 +483,12 @@ class VertexShard(Actor):
                 self.waiting = None  # few again: the plain scan is cheaper
         if self.wants_frontier:
             self._call(self.logic.on_frontier, None, "observing its frontier", None)
+
+    def run_idle(self) -> None:
+        """Calls the logic's ``on_idle`` (requested with ``activate_when_idle``), unless the
+        dataflow stopped."""
+        if self.failure is None:
+            self._call(self.logic.on_idle, None, "working while idle", None)
 
     def _blocked(self, t: Any) -> bool:
         for f in self.frontiers:

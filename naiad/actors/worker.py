@@ -11,6 +11,13 @@ task steps them in turn instead (each keeps its own queues, progress batches and
 yields to the event loop every few rounds so that transports and the user's coroutines share
 the loop even while a cycle in the dataflow keeps the workers busy.
 
+Idle work: a vertex may ask for a call when its worker has nothing else to do
+(:meth:`~naiad.actors.vertex.Vertex.activate_when_idle`), for background work such as the
+compaction an arrangement can do once a reader let history go. Those calls run only after
+the group has run no activation for ``IDLE_DELAY_S``, one per vertex per pass, before the
+group sleeps: a computation that keeps its workers busy, round after round, never pays for
+them, and a process whose inputs went quiet does the work within ``IDLE_DELAY_S``.
+
 Safe points: between two rounds no activation is under way on any worker of the event loop
 (callbacks are synchronous, and every worker group of this thread is between activations
 too), so work that must not overlap one, such as the interner's collection of codes nobody
@@ -45,6 +52,13 @@ MESSAGES_BEFORE_A_NOTIFICATION = 64
 # The longest the group keeps the event loop between two yields. A yield costs a few µs; 1 ms
 # bounds the delay it adds to I/O and to the user's coroutines (probes, inputs).
 YIELD_INTERVAL_S = 0.001
+
+# How long the group must have run nothing before it runs idle work: long enough that the
+# pauses of a running computation (a round waiting for another process's progress, a quick
+# driver between epochs) do not count as idle, which would make idle work a per-round cost;
+# short enough that a trace handle released while the input is quiet is acted on at once,
+# for a person.
+IDLE_DELAY_S = 0.05
 
 Submit = Callable[[int, list[tuple[Any, int]]], None]
 
@@ -95,6 +109,7 @@ class Worker:
         self.group = group
         self.msg_queue: deque[VertexShard] = deque()
         self.notify_queue: deque[VertexShard] = deque()
+        self.idle_queue: deque[VertexShard] = deque()  # see the module's "Idle work"
         self.buffers: dict[int, ChangeBatch] = {}  # dataflow id -> progress batch
         self.stack_depth = 0
         self.activations = 0
@@ -122,6 +137,24 @@ class Worker:
             shard.notify_queued = True
             self.notify_queue.append(shard)
             self.group.wake()
+
+    def schedule_idle(self, shard: VertexShard) -> None:
+        if not shard.idle_queued:
+            shard.idle_queued = True
+            self.idle_queue.append(shard)
+            self.group.wake()  # asleep, the group sets its idle timer
+
+    def step_idle(self) -> int:
+        """Runs the idle activations queued before this call (those requested meanwhile
+        wait for the next pass); returns how many ran."""
+        queue = self.idle_queue
+        ran = len(queue)
+        for _ in range(ran):
+            shard = queue.popleft()
+            shard.idle_queued = False
+            shard.run_idle()
+            self.flush()
+        return ran
 
     # --- progress ------------------------------------------------------------------------------
     def flush(self) -> None:
@@ -181,6 +214,8 @@ class WorkerGroup:
         self._wakeup = asyncio.Event()
         self._sleeping = False
         self._stopped = False
+        # since when the group has run no activation while idle work waited (None: it ran one)
+        self._quiet_since: float | None = None
 
     def wake(self) -> None:
         if self._sleeping:
@@ -200,6 +235,7 @@ class WorkerGroup:
         wakeup = self._wakeup
         clock = time.perf_counter
         hooks = _SAFE_POINT_HOOKS
+        loop = asyncio.get_running_loop()
         while not self._stopped:
             deadline = clock() + YIELD_INTERVAL_S
             busy = True
@@ -209,6 +245,7 @@ class WorkerGroup:
                     if worker.msg_queue or worker.notify_queue:
                         worker.step(ACTIVATIONS_PER_ROUND, deadline)
                         busy = True
+                        self._quiet_since = None
                 self.after_round()
                 for hook in hooks:
                     hook()
@@ -216,10 +253,25 @@ class WorkerGroup:
                     return
             if busy:
                 await asyncio.sleep(0)
-            else:
-                self._sleeping = True
-                wakeup.clear()
-                await wakeup.wait()
+                continue
+            timer = None
+            if any(w.idle_queue for w in workers):
+                now = clock()
+                if self._quiet_since is None:
+                    self._quiet_since = now
+                wait = self._quiet_since + IDLE_DELAY_S - now
+                if wait <= 0:
+                    for worker in workers:
+                        if worker.idle_queue:
+                            worker.step_idle()
+                    await asyncio.sleep(0)  # (I/O and the user's coroutines between steps)
+                    continue
+                timer = loop.call_later(wait, self.wake)
+            self._sleeping = True
+            wakeup.clear()
+            await wakeup.wait()
+            if timer is not None:
+                timer.cancel()
 
     def stop(self) -> None:
         self._stopped = True

@@ -101,6 +101,11 @@ class ArrangeVertex(Vertex):
         # scanning every pending time at each step made n epochs in flight cost n**2, and so
         # did n priorities in flight in a prioritized loop
         self.times = TimeQueue()
+        # a reader's release while the input is quiet compacts in idle activations
+        spine.activator = self.activate_when_idle
+
+    def on_idle(self) -> None:
+        self.spine.compact_released()
 
     def dataflow_stopped(self, failure: BaseException) -> None:
         self.spine.stop(failure)  # imports of this arrangement must not wait for more

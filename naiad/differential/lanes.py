@@ -94,6 +94,10 @@ class LanedVertex(Vertex):
         for vertex in list(self.inner.values()):
             vertex.on_frontier()
 
+    def on_idle(self) -> None:  # (asked for by one lane or more: each finds its work done)
+        for vertex in list(self.inner.values()):
+            vertex.on_idle()
+
     def dataflow_stopped(self, failure: BaseException) -> None:
         for vertex in self.inner.values():
             stopped = getattr(vertex, "dataflow_stopped", None)

@@ -485,6 +485,11 @@ class ReduceVertex(Vertex):
         # evaluation emits nothing; were it freed and taken by another value, evaluating
         # that value at a complete time would emit only the change it needs there
         INTERNER.hold(self)
+        # a reader of the output that lets go while the input is quiet: see Spine.released
+        output.activator = self.activate_when_idle
+
+    def on_idle(self) -> None:
+        self.output.compact_released()
 
     def interned_columns(self) -> list[np.ndarray]:
         """The pending groups' columns that may hold codes (see :meth:`Interner.hold`):

@@ -179,14 +179,17 @@ class SpineView(Spine):
     def insert(self, batch: Batch, last: bool = True) -> Batch:
         raise TypeError(f"{self.name!r} is a view of {self.outer.name!r}: it is read-only")
 
-    def _maintain(self) -> None:
-        self.outer._maintain()
+    def _maintain(self, idle: bool = False) -> None:
+        self.outer._maintain(idle)
 
     def idle_merge(self) -> None:
         self.outer.idle_merge()
 
     def exert(self, effort: int | None = None) -> None:
         self.outer.exert(effort)
+
+    def released(self) -> None:
+        self.outer.released()
 
 
 class ViewHandle(TraceHandle):

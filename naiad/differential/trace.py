@@ -35,6 +35,16 @@ settled batches (the waiting tail apart) into one, compacted to the current ``si
 once the fuel covers that merge's rows plus its fixed cost (``MERGE_OVERHEAD_ROWS``) and
 the merge may reduce the spine. The work is amortized: at most ``IDLE_MERGE_ROWS`` rows of
 merging per batch received, never a pass over the state per step.
+
+A reader that lets go while the input is quiet (no batch, no frontier step: a handle closed,
+or its logical or physical compaction moved on) would otherwise leave what it held in
+memory until the next frontier step, perhaps for ever. So each release asks the vertex
+that maintains the spine (its ``activator``) for an idle activation
+(:meth:`Spine.released`; the worker runs it once it has had nothing else to do for
+``IDLE_DELAY_S``, see :mod:`naiad.actors.worker`), in which :meth:`Spine.compact_released`
+compacts, one batch per activation, the batches whose history the readers let go, and then
+merges as the geometric shape allows. A running computation pays one test of a flag per
+release (its operators' handles release at every frontier step): its worker is never idle.
 """
 
 from __future__ import annotations
@@ -500,6 +510,9 @@ class Spine:
         self.advanced_to: int | None = None
         self.record_width: int | None = None  # of the records inserted unpacked so far
         self.fuel = 0  # rows of merge effort banked (see exert)
+        # asks the vertex maintaining this spine for an idle activation (see released)
+        self.activator: Callable[[], None] | None = None
+        self.compaction_requested = False  # an idle activation asked for, not done yet
 
     # --- encoding --------------------------------------------------------------------------
     def encode(self, columns: Sequence[np.ndarray], start: int = 0) -> Columns:
@@ -796,16 +809,17 @@ class Spine:
             n += 1
         return n
 
-    def _maintain(self) -> None:
+    def _maintain(self, idle: bool = False) -> None:
         bs = self.batches
         m = self._settled()
         # A few small batches may wait and then be merged in one go: merging each tiny batch
         # as it arrives costs a consolidation per insert, while a reader pays only a lookup
-        # per waiting batch (an iterative round inserts a small batch into each spine).
+        # per waiting batch (an iterative round inserts a small batch into each spine). An
+        # idle worker (compact_released) has no round to spare that merge: they merge.
         small = self._small_tail(m)
-        if small > TAIL_BATCHES:
+        if small > TAIL_BATCHES or (idle and small > 1):
             m = self._merge_before(m, small)
-        else:
+        elif not idle:
             m -= small
         # Geometric shape over the whole settled run, not only at its end: a reader that
         # acknowledges many batches at once settles a run that was never merged, and an end
@@ -877,6 +891,53 @@ class Spine:
         self.fuel -= cost
         self._merge_before(m, m)
 
+    def released(self) -> None:
+        """A reader let go of history or of batches (:class:`TraceHandle`): asks the vertex
+        maintaining this spine, through ``activator``, for idle activations that run
+        :meth:`compact_released`; once until they are done, so a release costs the test of
+        a flag while one is pending (none outside a dataflow: no ``activator``)."""
+        if not self.compaction_requested and self.activator is not None:
+            self.compaction_requested = True
+            self.activator()
+
+    def compact_released(self) -> None:
+        """One step of the compaction the readers' releases allow, run while the worker is
+        idle (see :meth:`released`): compacts the youngest settled batch whose times,
+        advanced to ``since``, may bring rows together (:meth:`Batch.may_compact`: only
+        batches holding history a reader let go; one batch's merge per step) and asks for
+        the next step; once none is left, merges the small batches waiting at the end
+        together and then as the geometric shape allows (:meth:`_maintain`: what compacted
+        batches hold against each other cancels).
+
+        >>> s = Spine(depth=0)
+        >>> h = s.reader()             # holds every time
+        >>> for e in range(40):        # key e % 4 moves from value e - 4 to value e
+        ...     _ = s.insert_updates(np.array([e % 4, e % 4]), (np.array([e, e - 4]),),
+        ...                          np.array([[e], [e]]), np.array([1, -1 if e > 3 else 0]),
+        ...                          upper=np.array([[e + 1]]))
+        >>> steps = []
+        >>> s.activator = lambda: steps.append(s.total())
+        >>> h.close()                  # the input is quiet: only idle steps compact
+        >>> while s.compaction_requested:
+        ...     s.compact_released()
+        >>> steps, s.total()   # rows held as each step was asked for, and at the end
+        ([76, 10], 4)
+        """
+        bs = self.batches
+        m = self._settled()
+        since = self.since()
+        if not len(since):  # nothing is read at any time any more (the dataflow completed)
+            self.idle_merge()
+        else:
+            for i in range(m - 1, -1, -1):
+                if bs[i].may_compact(since):
+                    self._merge_before(i + 1, 1)
+                    assert self.activator is not None
+                    self.activator()  # the next step, at the worker's next idle pass
+                    return
+            self._maintain(idle=True)
+        self.compaction_requested = False
+
     def _merge_before(self, m: int, count: int) -> int:
         """Merges the ``count`` batches before position ``m`` into one (none if everything
         cancelled); the position just after the result."""
@@ -895,6 +956,8 @@ class Spine:
         if not len(since):  # nothing can be read at any time any more: collapse all times
             times = np.concatenate([b.times for b in self.batches[:m]])
             since = lattice.greatest(times, self.lex)
+        if m == 1 and not self.batches[0].may_compact(since):
+            return  # (merged so already: a reader that let go after the dataflow completed)
         merged = self._merge(self.batches[:m], since)
         self.batches[:m] = [merged] if len(merged) else []
 
@@ -1067,6 +1130,7 @@ class TraceHandle:
                 rows = lattice.join_frontiers(rows, floor, lex)
         if self.logical is None or not np.array_equal(rows, self.logical):
             self.logical = rows  # a new array only for a new frontier: Spine.since caches
+            self.spine.released()
 
     def set_physical_compaction(self, seq: int | None) -> None:
         """The reader has read the batches numbered up to ``seq`` (``None``: it holds no
@@ -1080,10 +1144,12 @@ class TraceHandle:
             )
         self.acknowledged = seq
         self.spine._maintain()
+        self.spine.released()
 
     def close(self) -> None:
         self.closed = True
         self.spine.handles.discard(self)
+        self.spine.released()  # what it held may be compacted now, input or not
         completion = self.spine._completion
         if completion is not None:
             # its waits raise now, not at the next move of the upper frontier, which may
