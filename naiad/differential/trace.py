@@ -1396,7 +1396,7 @@ class Cursor:
             return False
         if self._encoded[0]:
             try:
-                code = INTERNER.codes.get(key)
+                code = INTERNER.code_of(key)
             except TypeError:  # unhashable
                 raise self._bad_key(key, "hashable Python values (interned)") from None
             if code is None:

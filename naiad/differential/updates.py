@@ -303,6 +303,40 @@ class CodeHolder(Protocol):
 
 _FREED = object()  # the value of a code nobody holds, until a new value takes it
 
+_DATE_TYPES = frozenset(
+    {np.datetime64, np.timedelta64, datetime.date, datetime.datetime, datetime.timedelta}
+)
+
+
+class _DateKey:
+    """How the interner's table keys a date or duration: equal to the keys of equal dates
+    alone. ``np.timedelta64`` is an ``np.integer``: in months it equals the int of its count
+    and hashes as it (so 5 months and 5 would share a code and decode as one), and an int
+    beyond int64 whose hash it shares (``2**63 + 1`` beside 5 months) makes the comparison
+    raise ``OverflowError``; years against days raise ``TypeError``."""
+
+    __slots__ = ("_hash", "value")
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+        self._hash = hash(value)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _DateKey):
+            return False
+        try:
+            return bool(self.value == other.value)
+        except (TypeError, OverflowError):  # units with no common divisor (years, days)
+            return False
+
+
+def _date_key(value: Any) -> Any:
+    """``value`` as the interner's table keys it (:class:`_DateKey` for a date)."""
+    return _DateKey(value) if value.__class__ in _DATE_TYPES else value
+
 
 class Interner:
     """Dictionary encoding of Python values as int64 codes, shared by a whole process.
@@ -310,7 +344,9 @@ class Interner:
     Arrangements store ``object`` columns as codes, so that sorting, merging and joining are
     numeric; equal values get equal codes everywhere in the process, and decode to the form
     first seen, except that an int replaces an equal float (2 for 2.0), and a float an equal
-    number of another type (0.5 for Fraction(1, 2)). The price: one dict
+    number of another type (0.5 for Fraction(1, 2)); dates and durations (numpy's and
+    Python's) meet equal dates only, never numbers (``np.timedelta64(5, 'M') == 5``). The
+    price: one dict
     lookup per value on the way in, one list index per value on the way out. Runtimes in
     several threads may encode at once: lookups take no lock, new values are interned under
     the interner's lock (so that a value two threads miss at once gets one code).
@@ -375,20 +411,33 @@ class Interner:
         once: the values already interned are looked up without a lock (one dict lookup each,
         atomic), the others interned under the interner's lock."""
         values = column.tolist()
+        types = set(map(type, values))
+        keys = values if _DATE_TYPES.isdisjoint(types) else list(map(_date_key, values))
         try:
-            found: list[Any] = list(map(self.codes.get, values))
+            found: list[Any] = list(map(self.codes.get, keys))
         except TypeError:
             raise unhashable(values) from None
-        numbers = not _PLAIN.isdisjoint(map(type, values))
+        numbers = not _PLAIN.isdisjoint(types)
         if numbers or None in found:
             with self._lock:
-                self._intern(values, found, numbers)
+                self._intern(values, keys, found, numbers)
         return np.array(found, dtype=np.int64)
 
-    def _intern(self, values: list[Any], found: list[Any], numbers: bool) -> None:
-        """Fills the codes ``found`` misses (None) by interning their values, and gives
-        ``numbers`` their preferred form; under the lock, so that a value missed by two
-        threads at once gets one code."""
+    def code_of(self, value: Any) -> int | None:
+        """The code of ``value`` if it is interned, else None (``TypeError`` if it is not
+        hashable).
+
+        >>> interner = Interner()
+        >>> codes = interner.encode(np.array([np.timedelta64(5, "M")], dtype=object))
+        >>> interner.code_of(np.timedelta64(5, "M")) == int(codes[0]), interner.code_of(5)
+        (True, None)
+        """
+        return self.codes.get(_date_key(value))
+
+    def _intern(self, values: list[Any], keys: list[Any], found: list[Any], numbers: bool) -> None:
+        """Fills the codes ``found`` misses (None) by interning their values (under their
+        ``keys``), and gives ``numbers`` their preferred form; under the lock, so that a
+        value missed by two threads at once gets one code."""
         codes, table, free = self.codes, self.values, self._free
         setdefault = codes.setdefault
         for i, c in enumerate(found):
@@ -403,7 +452,7 @@ class Interner:
                 else:
                     c = len(table)
                     table.append(v)
-                known = setdefault(v, c)
+                known = setdefault(keys[i], c)
                 if known != c:  # interned meanwhile (another thread, or earlier in the batch)
                     if reused:
                         table[c] = _FREED
