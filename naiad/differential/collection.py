@@ -8,11 +8,14 @@ equal ``(data, time)`` pairs once their time is complete, and emits only non-zer
 
 Records that are tuples of one length become one column per field; numbers stay numeric
 columns, other values become ``object`` columns (dictionary-encoded when sorted or arranged:
-one Python dict lookup per value). Keyed operators take a tuple record's first field as its
-key, whatever the records' widths (an arrangement by key that meets a second width packs
-each record's value fields into one tuple: ``Spine.pack``); arrangements by whole records,
-such as a semijoin's keys, take any shapes, and so do ``count``, ``distinct`` and
-``threshold`` (:mod:`~naiad.differential.lanes`). A float field may not be NaN: NaN is
+one Python dict lookup per value). A numpy date or duration column (``from_columns``,
+``send_columns``, ``map_columns``) becomes an ``object`` column of its ``np.datetime64`` /
+``np.timedelta64`` scalars, the values given, as the same records inserted one by one.
+Keyed operators take a tuple record's first field as its key, whatever the records' widths
+(an arrangement by key that meets a second width packs each record's value fields into one
+tuple: ``Spine.pack``); arrangements by whole records, such as a semijoin's keys, take any
+shapes, and so do ``count``, ``distinct`` and ``threshold``
+(:mod:`~naiad.differential.lanes`). A float field may not be NaN (nor a date NaT): NaN is
 not equal to itself, so its changes could never cancel; input sessions refuse it, and an
 operator that makes one fails when the record is consolidated.
 Routing uses :func:`~naiad.differential.updates.stable_hash`, equal in every process
@@ -40,6 +43,7 @@ from naiad.differential.updates import (
     Updates,
     has_nan,
     merge_updates,
+    record_column,
     records_of,
     reject_nan,
     route_by_record,
@@ -287,7 +291,7 @@ class Collection:
                 # what it returns in that form means records alike, not packed tuples, or a
                 # pair would be keyed whole or by its first field by what shared its batch
                 return Updates.of_values(cols[0].tolist(), u.times, u.diffs)
-            return Updates(cols, u.times, u.diffs)
+            return Updates(tuple(map(record_column, cols)), u.times, u.diffs)
 
         return self._apply(apply, name)
 
@@ -1002,11 +1006,9 @@ def checked_columns(
     one-dimensional arrays of one length holding hashable values without NaN (what
     :func:`check_record` asks of a record, checked per column), and that the codec can
     send to another process if ``sendable``."""
-    # numbers stay numeric columns; strings, bytes and dates become Python values (a numpy
+    # numbers stay numeric columns; strings, bytes and dates become object columns (a numpy
     # string column beside integers would turn them into strings when merged)
-    columns = tuple(
-        a if a.dtype.kind in "biufO" else a.astype(object) for a in (np.asarray(c) for c in raw)
-    )
+    columns = tuple(record_column(np.asarray(c)) for c in raw)
     if not columns:
         raise ValueError(f"{what}: a record needs at least one column")
     n = len(columns[0]) if columns[0].ndim else -1

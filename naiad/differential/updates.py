@@ -113,6 +113,28 @@ def no_uint64(column: np.ndarray) -> np.ndarray:
     return column.astype(np.int64)
 
 
+def record_column(column: np.ndarray) -> np.ndarray:
+    """A column of record fields as a batch holds it: numeric and ``object`` columns as they
+    are; dates and durations as an ``object`` column of ``np.datetime64`` / ``np.timedelta64``
+    scalars of the column's unit, the values the user gave and the form in which such
+    records inserted one by one are held (``astype(object)`` makes Python ints of
+    nanoseconds and months, ``datetime`` of microseconds, ``date`` of days: other values,
+    some unequal to the scalars, none able to cross processes); other columns (strings,
+    bytes) as an ``object`` column of Python values.
+
+    >>> record_column(np.array(["2020-01-02"], "datetime64[ns]")).tolist()
+    [np.datetime64('2020-01-02T00:00:00.000000000')]
+    >>> record_column(np.array([3], "timedelta64[M]")).tolist(), record_column(np.array(["a"]))
+    ([np.timedelta64(3,'M')], array(['a'], dtype=object))
+    """
+    kind = column.dtype.kind
+    if kind in "biufO":
+        return column
+    if kind in "mM":
+        return object_column(list(column))  # iterating makes numpy scalars, in the column's unit
+    return column.astype(object)
+
+
 def _inexact_ints(values: Sequence[Any]) -> bool:
     """Whether a float column made of ``values`` would round some integer (beyond 2**53):
     a Python int or a numpy one (numpy makes float64 of a uint64 and an int, say).
@@ -625,8 +647,8 @@ def sorted_groups(
 
 
 NAN_MESSAGE = (
-    "NaN is not equal to itself, so the changes of a record holding it could never cancel or "
-    "meet: use None or a sentinel value"
+    "NaN is not equal to itself, nor is a date's NaT, so the changes of a record holding "
+    "one could never cancel or meet: use None or a sentinel value"
 )
 
 
@@ -646,12 +668,20 @@ def reject_nan(columns: Sequence[np.ndarray], first: int = 0) -> None:
                 raise ValueError(f"a record field is NaN (row {row} of column {i}): {NAN_MESSAGE}")
 
 
+_SELF_UNEQUAL = (float, np.floating, np.datetime64, np.timedelta64)
+"""Types with a value not equal to itself: NaN, and the dates' and durations' NaT."""
+
+
 def has_nan(record: Any) -> bool:
-    """Whether a record is NaN or a tuple with a NaN field (NaN is the one float that is not
-    equal to itself)."""
+    """Whether a record is NaN (or a date's NaT) or a tuple with such a field: the values
+    not equal to themselves.
+
+    >>> has_nan((1, np.datetime64("NaT"))), has_nan(np.datetime64("2020-01-01"))
+    (True, False)
+    """
     if type(record) is tuple:
-        return any(isinstance(f, float | np.floating) and f != f for f in record)
-    return isinstance(record, float | np.floating) and record != record
+        return any(isinstance(f, _SELF_UNEQUAL) and f != f for f in record)
+    return isinstance(record, _SELF_UNEQUAL) and bool(record != record)
 
 
 def reject_nan_values(columns: Sequence[np.ndarray], first: int = 0) -> None:
