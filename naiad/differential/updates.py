@@ -1227,6 +1227,12 @@ def stable_hash(value: Any) -> int:
     alike whatever their type (``2 == 2.0 == np.int64(2)``), as :func:`route` does for numeric
     columns, so equal keys meet on one worker however they were written.
 
+    Values of other types are hashed by their ``repr``, which equal values must share (a
+    dataclass's or an enum's does, if its fields' do); a class that defines ``__eq__`` but
+    keeps the default repr (which holds the object's id) is refused with a ``TypeError``:
+    equal instances would go to different workers. Objects equal only to themselves (the
+    default ``__eq__``) keep one repr, so they are routed by it.
+
     >>> stable_hash("word") == stable_hash("word"), stable_hash(7), stable_hash(7.0)
     (True, 7, 7)
     """
@@ -1252,6 +1258,15 @@ def stable_hash(value: Any) -> int:
         return sum(stable_hash(item) for item in value) & _HASH_MASK
     if isinstance(value, numbers.Number):
         return _number_hash(value)
+    cls = value.__class__
+    if cls.__repr__ is object.__repr__ and cls.__eq__ is not object.__eq__:
+        raise TypeError(
+            f"cannot route the record field {value!r} to a worker by its value: its class "
+            f"{cls.__module__}.{cls.__qualname__} defines equality but not __repr__, and the "
+            "default repr holds the object's id, so equal values would go to different "
+            "workers and their changes never meet; give it a __repr__ that equal values share "
+            "(a dataclass has one), or use a tuple of its fields as the record"
+        )
     return zlib.crc32(repr(value).encode())
 
 
