@@ -267,7 +267,34 @@ class ExtremeLogic(Logic):
 
     def _python(self, key: Any, values: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
         pick = max if self.largest else min
-        return [(pick(v for v, _ in values), 1)]
+        try:
+            return [(pick(v for v, _ in values), 1)]
+        except TypeError as e:
+            raise self._unordered(key, [v for v, _ in values], e) from None
+
+    def _unordered(self, key: Any, values: list[Any], error: TypeError) -> TypeError:
+        """The error for a key whose values Python cannot order (``None`` beside ints, ints
+        beside strings), naming the operator, the key and two such values (found again
+        only now, on the failure path).
+
+        >>> ExtremeLogic(largest=True)._unordered("k", [1, 2, None], TypeError("..."))
+        TypeError("max: the values of key 'k' cannot be ordered: 2 and None (...); a key's values must be comparable with each other (not None beside numbers, nor numbers beside strings)")
+        """  # noqa: E501
+        op = "max" if self.largest else "min"
+        best = values[0]
+        for value in values[1:]:
+            try:
+                if (value > best) if self.largest else (value < best):
+                    best = value
+            except TypeError:
+                pair = f"{best!r} and {value!r} ({error})"
+                break
+        else:  # the comparison that failed is not found again: name none
+            pair = str(error)
+        return TypeError(
+            f"{op}: the values of key {key!r} cannot be ordered: {pair}; a key's values must "
+            "be comparable with each other (not None beside numbers, nor numbers beside strings)"
+        )
 
 
 class GenericLogic(Logic):
