@@ -1227,11 +1227,13 @@ def stable_hash(value: Any) -> int:
     alike whatever their type (``2 == 2.0 == np.int64(2)``), as :func:`route` does for numeric
     columns, so equal keys meet on one worker however they were written.
 
-    Values of other types are hashed by their ``repr``, which equal values must share (a
-    dataclass's or an enum's does, if its fields' do); a class that defines ``__eq__`` but
-    keeps the default repr (which holds the object's id) is refused with a ``TypeError``:
-    equal instances would go to different workers. Objects equal only to themselves (the
-    default ``__eq__``) keep one repr, so they are routed by it.
+    Values of other types are hashed by their ``repr``, which equal values must share: an
+    enum's does, a dataclass's only if its equal fields' reprs are equal and it compares
+    every field it shows (``P(x=1)`` and ``P(x=1.0)`` are equal, their reprs are not: they
+    go to different workers; a tuple of the fields has no such trap). A class that defines
+    ``__eq__`` but keeps the default repr (which holds the object's id) is refused with a
+    ``TypeError``: equal instances would go to different workers. Objects equal only to
+    themselves (the default ``__eq__``) keep one repr, so they are routed by it.
 
     >>> stable_hash("word") == stable_hash("word"), stable_hash(7), stable_hash(7.0)
     (True, 7, 7)
