@@ -711,6 +711,10 @@ class _ImportVertex(ImportVertex):
     def dropped(self, error: DataflowDropped) -> None:
         self._unfollow()  # the source goes on without this reader
         self.handle.close()
+        # its progress is forgotten: a drain under way (on the source's stack, whose send
+        # reached the callback that dropped this dataflow) stops rather than downgrade it,
+        # which would raise in the source's operator and stop the runtime
+        self.cap = None
 
     def source_stopped(self, failure: BaseException) -> None:
         """The source dataflow stopped before completing: its upper frontier will never
@@ -747,14 +751,16 @@ class _ImportVertex(ImportVertex):
         if cap is None or not cap.valid:
             return
         view = self.view
-        for batch in self.queue:
+        queue, self.queue = self.queue, []
+        for batch in queue:
             if len(batch):  # sent at its least epoch: no update of a message precedes its time
                 if view is not None:
                     batch = view.view(batch)
                 at = cap.delayed(max(int(batch.times[:, 0].min()), cap.time))
                 self.send(at, batch)
                 at.drop()  # an owned capability: held on, it would stop the frontier here
-        self.queue = []
+                if self.cap is None:  # what the send reached dropped this dataflow
+                    return
         upper = self.spine.upper
         if not len(upper) or self.closed:
             cap.drop()
