@@ -375,6 +375,8 @@ class VertexShard(Actor):
                 try:
                     on_recv(port, cap, batch)
                 except BaseException as exc:
+                    if self._met_its_drop(exc):
+                        return
                     error = annotate(exc, self.name, worker.index, "receiving a message", time)
                     if error is exc:
                         raise
@@ -496,6 +498,18 @@ class VertexShard(Actor):
                 return True
         return False
 
+    def _met_its_drop(self, exc: BaseException) -> bool:
+        """Whether ``exc``, raised by a callback, is this shard's dataflow refusing a send
+        or a capability change because it was dropped while the callback ran (by a callback
+        that one of its sends reached on the stack): the callback ends there, quietly, as
+        the dropped dataflow does; it is no error of the runtime's."""
+        failure = self.failure
+        return (
+            isinstance(failure, DataflowDropped)
+            and isinstance(exc, DataflowDropped)
+            and (exc is failure or exc.__cause__ is failure)
+        )
+
     def _call(self, fn: Any, arg: Any, doing: str, cap: Capability | None) -> None:
         worker = self.worker
         outer = self.current
@@ -508,6 +522,8 @@ class VertexShard(Actor):
             else:
                 fn(arg)
         except BaseException as exc:
+            if self._met_its_drop(exc):
+                return
             error = annotate(exc, self.name, worker.index, doing, cap.time if cap else None)
             if error is exc:
                 raise
