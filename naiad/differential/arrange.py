@@ -679,6 +679,18 @@ def check_keyed(spine: Spine, name: str, reading: str) -> None:
         )
 
 
+def _source_stopped(name: str, spine: Spine, failure: BaseException) -> DataflowStopped:
+    """The error of an import of ``spine``, whose dataflow stopped before completing
+    (failed, or dropped: a :class:`DataflowDropped` then, as its handles' refusals are)."""
+    kind = DataflowDropped if isinstance(failure, DataflowDropped) else DataflowStopped
+    error = kind(
+        f"{name!r} imports {spine.name!r}, whose dataflow stopped before completing "
+        f"({type(failure).__name__}: {failure}); the import cannot complete"
+    )
+    error.__cause__ = failure
+    return error
+
+
 class _ImportVertex(ImportVertex):
     """Replays a spine of another dataflow: its current batches first, then new ones, until
     the source ends or ``close`` stops it."""
@@ -695,7 +707,7 @@ class _ImportVertex(ImportVertex):
     def on_start(self, cap: Capability) -> None:
         self.handle.close()  # the readers built on the import hold their own handles now
         if self.spine.stopped is not None:
-            raise self._source_error(self.spine.stopped)
+            raise _source_stopped(self.shard.name, self.spine, self.spine.stopped)
         self.cap = cap.retain()
         if self.view is not None:  # nothing is presented before the frontier
             self.cap.downgrade(int(self.view.frontier[:, 0].min()))
@@ -726,15 +738,7 @@ class _ImportVertex(ImportVertex):
 
     def on_notify(self, cap: Capability) -> None:
         if self.failure is not None:
-            raise self._source_error(self.failure)
-
-    def _source_error(self, failure: BaseException) -> DataflowStopped:
-        error = DataflowStopped(
-            f"{self.shard.name!r} imports {self.spine.name!r}, whose dataflow stopped before "
-            f"completing ({type(failure).__name__}: {failure}); the import cannot complete"
-        )
-        error.__cause__ = failure
-        return error
+            raise _source_stopped(self.shard.name, self.spine, self.failure)
 
     def close(self) -> None:
         """Stops following the source, releasing the capability that keeps the importing
@@ -830,6 +834,10 @@ def import_trace(
         )
     check_keyed(spine, name, "an import into another dataflow")
     handle.check_open(name)
+    if spine.stopped is not None:
+        # refused while building (nothing built, the runtime goes on): from on_start, after
+        # the build, the refusal would stop the runtime, as any on_start that raises does
+        raise _source_stopped(name, spine, spine.stopped)
     if handle.logical is not None and not len(handle.logical):
         # it holds nothing back, as a closed handle (see Spine.since): what is left to
         # present may be compacted past every time
