@@ -763,7 +763,9 @@ class _ImportVertex(ImportVertex):
                 at = cap.delayed(max(int(batch.times[:, 0].min()), cap.time))
                 self.send(at, batch)
                 at.drop()  # an owned capability: held on, it would stop the frontier here
-                if self.cap is None:  # what the send reached dropped this dataflow
+                if self.cap is not cap or not cap.valid:
+                    # what the send reached (on this stack) dropped this dataflow, or closed
+                    # the import: the drain that did so has finished with the capability
                     return
         upper = self.spine.upper
         if not len(upper) or self.closed:

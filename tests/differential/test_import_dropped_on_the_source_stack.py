@@ -5,7 +5,7 @@ its own dataflow (``Dataflow.drop`` from a callback), or another importing dataf
 listener comes next. The drop must end that dataflow alone: the import stopped only at its
 next step, its capability's ``downgrade`` raised ``DataflowDropped`` into the source's
 callback, naming the source's operator 'arrange', and the whole runtime stopped (the
-source and every other dataflow with it)."""
+source and every other dataflow with it). The same for ``close_inputs()`` from there."""
 
 from __future__ import annotations
 
@@ -87,3 +87,51 @@ def test_a_dataflow_dropped_from_a_callback_on_the_source_stack_ends_alone(
     assert answer == Counter(range(6))
     assert dataflows == []
     assert handles == [0] * len(handles)
+
+
+class ClosesOnArrival(naiad.Vertex):
+    """Closes the inputs (and imports) of ``dataflow[0]`` when its first message arrives."""
+
+    def __init__(self, dataflow: list[naiad.Dataflow]) -> None:
+        self.dataflow = dataflow
+
+    def on_recv(self, port: int, cap: naiad.Capability, batch: Any) -> None:
+        self.dataflow[0].close_inputs()
+
+
+@pytest.mark.parametrize(("workers", "processes"), [(1, 1), (2, 1), (1, 2)])
+def test_an_import_stopped_from_a_callback_on_the_source_stack_completes(
+    workers: int, processes: int
+) -> None:
+    """``close_inputs()`` from such a callback stops the import at what it has sent: the
+    import's drain under way went on to drop its capability a second time (the nested
+    close had dropped it), and the CapabilityError ("the capability for time 0 is no
+    longer valid") stopped the runtime from the source's 'arrange'."""
+
+    async def main() -> tuple[list[Any], int]:
+        async with naiad.Runtime(workers, processes=processes, transport="inproc") as rt:
+            src = rt.dataflow(arranged_source, name="source")
+            sessions = [session for session, _, _ in src.results]
+            holder: list[naiad.Dataflow] = []
+
+            def build(s: naiad.Scope) -> Any:
+                imported = import_trace(src.result(s.index)[1].trace, s).as_collection()
+                imported.stream.unary(ClosesOnArrival(holder), name="closer")
+                return imported.changes()
+
+            holder.append(rt.dataflow(build, name="closing"))
+            for epoch in range(3):
+                sessions[0].insert(epoch)
+                for session in sessions:
+                    session.advance_to(epoch + 1)
+                await asyncio.wait_for(src.results[0][2].wait(epoch), 10)
+            await asyncio.wait_for(holder[0].finished(), 10)
+            src.close_inputs()
+            for _, arranged, _ in src.results:
+                arranged.trace.close()
+            await asyncio.wait_for(src.finished(), 10)
+            return [c for part in holder[0].results for c in part], len(rt.dataflows)
+
+    changes, running = asyncio.run(main())
+    assert changes == [(0, 0, 1)]  # the first batch, sent before it stopped; nothing twice
+    assert running == 0
