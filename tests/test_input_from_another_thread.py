@@ -7,7 +7,6 @@ staged in a session is not lost: the loop's thread sends it on its next flush.""
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +16,7 @@ import pytest
 import naiad
 from naiad import InputError
 from naiad.differential import Collection
+from tests.test_handles_from_another_thread import in_thread
 
 CALLS: dict[str, Callable[[Any, Any], Any]] = {
     "session.advance_to": lambda session, handle: (session.insert("t"), session.advance_to(1)),
@@ -27,21 +27,6 @@ CALLS: dict[str, Callable[[Any, Any], Any]] = {
     "handle.advance_to": lambda session, handle: handle.advance_to(1),
     "handle.close": lambda session, handle: handle.close(),
 }
-
-
-def in_thread(call: Callable[[], Any]) -> list[BaseException]:
-    errors: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            call()
-        except BaseException as e:  # reported to the test
-            errors.append(e)
-
-    thread = threading.Thread(target=target)
-    thread.start()
-    thread.join()
-    return errors
 
 
 @pytest.mark.parametrize("call", list(CALLS))
