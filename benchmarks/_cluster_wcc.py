@@ -13,7 +13,7 @@ base graph at epoch 1, then one single-edge change per epoch (worker 0 sends it)
 from the send to the probe passing its epoch.
 
 Written for the parent: the stamps, latencies, CPU seconds, peak RSS, and every worker's
-labels at the final epoch.
+``[node, label, multiplicity]`` records at the final epoch.
 """
 
 from __future__ import annotations
@@ -75,11 +75,14 @@ async def member(args: argparse.Namespace) -> dict[str, Any]:
                 session.close()
         await df.finished()
         end, cpu = clock(), cpu_seconds() - cpu
-        labels = {}
-        for _, _, view in df.results:
-            for (node, label), count in view.at(epoch).items():
-                if count:
-                    labels[int(node)] = int(label)
+        # Every record with its multiplicity: the parent checks that each node has exactly
+        # one label, once (a duplicate, a stale label or a missing node is a wrong answer).
+        labels = [
+            [int(node), int(label), int(count)]
+            for _, _, view in df.results
+            for (node, label), count in view.at(epoch).items()
+            if count
+        ]
     return {
         "start": start,
         "loaded": loaded,
@@ -87,7 +90,7 @@ async def member(args: argparse.Namespace) -> dict[str, Any]:
         "latencies": latencies,
         "cpu_seconds": cpu,
         "peak_rss_mb": peak_rss_mb(),
-        "labels": sorted(labels.items()),
+        "labels": labels,
     }
 
 
