@@ -91,3 +91,34 @@ def test_wcc_reports_a_right_naiad(tmp_path: Path) -> None:
     report = run_with_fault(tmp_path, WCC.format(fault="labels"), "wcc", "--no-pathway")
     assert report["correct"] is True, report["results"]
     assert report["params"]["reps"]["networkx"] == 1
+
+
+JOIN = """
+from naiad.differential import Collection
+
+_join = Collection.join
+
+
+def join(self, other, name="join"):
+    return {fault}
+
+
+Collection.join = join
+"""
+
+JOIN_FAULTS = {
+    # half the output missing: the size differs (caught before the audit too)
+    "half_dropped": "_join(self, other, name).filter(lambda r: r[1] % 2 == 0)",
+    # every joined value off by one: the size was all that was checked
+    "wrong_values": "_join(self, other, name).map(lambda r: (r[0], r[1], r[2] + 1))",
+}
+
+
+@pytest.mark.parametrize("fault", sorted(JOIN_FAULTS))
+def test_arrange_reports_a_wrong_join(tmp_path: Path, fault: str) -> None:
+    report = run_with_fault(tmp_path, JOIN.format(fault=JOIN_FAULTS[fault]), "arrange")
+    assert report["correct"] is False, report["results"]
+    results = report["results"]
+    assert results["install_small"]["correct"] is False
+    assert results["install_large"]["correct"] is False
+    assert results["naiad"]["correct"] is True  # the counts use no join
