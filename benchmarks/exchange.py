@@ -4,12 +4,13 @@ Every worker emits numpy ``int64`` batches, one batch per epoch, from ``scope.fr
 (epoch ``i`` is one array of ``workers * batch`` records, of which worker ``w`` takes the view
 ``[w::workers]``; the source paces itself with notifications);
 ``.exchange(keys=lambda b: b)`` routes record ``x`` to worker ``x % peers``; a :class:`Sink`
-vertex counts what it receives and checks that every record belongs to its worker.
+vertex counts and sums what it receives and checks that every record belongs to its worker:
+each worker's count and sum (modulo 2**64) must equal what the epochs hold for it.
 
 Floor: the same views through bare asyncio: one sender task per worker partitions each batch
 with naiad's own numpy routine (``naiad.Exchange(keys=...).partition``, so partitioning costs
 the same) and puts the parts on the destination's bounded ``asyncio.Queue``; one receiver task
-per worker counts and checks them.
+per worker counts, sums and checks them.
 
 ``--processes P`` (``--transport inproc``): the same, with naiad's workers spread over P
 simulated processes in this one (the codec and protocol of a cluster, no sockets).
@@ -48,6 +49,7 @@ NAME = "exchange"
 DESCRIPTION = "all-to-all exchange of int64 numpy batches: naiad vs bare asyncio queues"
 GOAL = 0.5
 POOL = 8  # distinct epochs, cycled to reach the total
+MASK = 2**64 - 1  # records are summed as uint64, wrapping around
 
 
 def keys(batch: np.ndarray) -> np.ndarray:
@@ -62,20 +64,49 @@ def make_epochs(seed: int, workers: int, batch_size: int, count: int) -> list[np
     return [pool[i % POOL] for i in range(count)]
 
 
+Received = tuple[int, int, int]
+"""``(received, misrouted, sum)``: what one worker received: records, records of another
+worker, and their sum modulo 2**64 (a record changed on the way keeps the count and routing)."""
+
+
+def checksum(batch: np.ndarray) -> int:
+    """The sum of ``batch``'s records as uint64, modulo 2**64."""
+    return int(batch.view(np.uint64).sum())
+
+
+def expected_inproc(epochs: list[np.ndarray], peers: int) -> list[tuple[int, int]]:
+    """``(records, sum modulo 2**64)`` that every worker should receive from ``epochs``."""
+    uses: dict[int, int] = {}
+    distinct: dict[int, np.ndarray] = {}
+    for epoch in epochs:  # POOL distinct arrays, cycled: each routed once
+        uses[id(epoch)] = uses.get(id(epoch), 0) + 1
+        distinct[id(epoch)] = epoch
+    counts, sums = [0] * peers, [0] * peers
+    for key, epoch in distinct.items():
+        routes = epoch % peers
+        for dest in range(peers):
+            part = epoch[routes == dest]
+            counts[dest] += uses[key] * len(part)
+            sums[dest] = (sums[dest] + uses[key] * checksum(part)) & MASK
+    return list(zip(counts, sums, strict=True))
+
+
 class Sink(naiad.Vertex):
-    """Counts records and checks that each one was routed to this worker."""
+    """Counts and sums records and checks that each one was routed to this worker."""
 
     def __init__(self) -> None:
         self.received = 0
         self.misrouted = 0
+        self.sum = 0
 
     def on_recv(self, port: int, cap: naiad.Capability, batch: np.ndarray) -> None:
         self.received += len(batch)
         self.misrouted += int(np.count_nonzero(batch % self.peers != self.index))
+        self.sum = (self.sum + checksum(batch)) & MASK
 
 
-def run_naiad(epochs: list[np.ndarray], workers: int, processes: int = 1) -> list[tuple[int, int]]:
-    """``(received, misrouted)`` per worker (``processes`` simulated in this one, inproc)."""
+def run_naiad(epochs: list[np.ndarray], workers: int, processes: int = 1) -> list[Received]:
+    """What every worker received (``processes`` simulated in this one, inproc)."""
 
     def build(scope: naiad.Scope) -> Sink:
         sink = Sink()
@@ -83,11 +114,11 @@ def run_naiad(epochs: list[np.ndarray], workers: int, processes: int = 1) -> lis
         return sink
 
     sinks: list[Sink] = naiad.run(build, workers=workers, processes=processes, transport="inproc")
-    return [(s.received, s.misrouted) for s in sinks]
+    return [(s.received, s.misrouted, s.sum) for s in sinks]
 
 
-async def floor(epochs: list[np.ndarray], workers: int, depth: int) -> list[tuple[int, int]]:
-    """``(received, misrouted)`` per receiver, through bare asyncio queues of ``depth``."""
+async def floor(epochs: list[np.ndarray], workers: int, depth: int) -> list[Received]:
+    """What every receiver received, through bare asyncio queues of ``depth``."""
     partition = naiad.Exchange(keys=keys).partition
     queues: list[asyncio.Queue[np.ndarray | None]] = [
         asyncio.Queue(maxsize=depth) for _ in range(workers)
@@ -101,8 +132,8 @@ async def floor(epochs: list[np.ndarray], workers: int, depth: int) -> list[tupl
         for queue in queues:
             await queue.put(None)
 
-    async def receiver(index: int) -> tuple[int, int]:
-        queue, received, misrouted, done = queues[index], 0, 0, 0
+    async def receiver(index: int) -> Received:
+        queue, received, misrouted, total, done = queues[index], 0, 0, 0, 0
         while done < workers:
             part = await queue.get()
             if part is None:
@@ -110,7 +141,8 @@ async def floor(epochs: list[np.ndarray], workers: int, depth: int) -> list[tupl
                 continue
             received += len(part)
             misrouted += int(np.count_nonzero(part % workers != index))
-        return received, misrouted
+            total = (total + checksum(part)) & MASK
+        return received, misrouted, total
 
     senders = [asyncio.create_task(sender(i)) for i in range(workers)]
     counts = await asyncio.gather(*(receiver(i) for i in range(workers)))
@@ -118,9 +150,11 @@ async def floor(epochs: list[np.ndarray], workers: int, depth: int) -> list[tupl
     return list(counts)
 
 
-def entry(runs: Runs[list[tuple[int, int]]], sent: int) -> dict[str, Any]:
-    """The result entry of one implementation: timing, records/s, correctness."""
-    ok = all(sum(r for r, _ in out) == sent and all(m == 0 for _, m in out) for out in runs)
+def entry(runs: Runs[list[Received]], sent: int, expected: list[tuple[int, int]]) -> dict[str, Any]:
+    """The result entry of one implementation: timing, records/s, correctness (every worker
+    received ``expected``: its records and their sum, and no other worker's)."""
+    ok = all([(r, s) for r, _, s in out] == expected for out in runs)
+    ok &= all(m == 0 for out in runs for _, m, _ in out) and sum(n for n, _ in expected) == sent
     rate = rounded(sent / median(runs.seconds))
     return runs.summary() | {"records_per_s": rate, "correct": ok}
 
@@ -148,7 +182,8 @@ def compare(
             naiad_label: lambda: run_naiad(epochs, workers, processes),
         },
     )
-    return entry(runs[floor_label], sent), entry(runs[naiad_label], sent), sent
+    expected = expected_inproc(epochs, peers)
+    return entry(runs[floor_label], sent, expected), entry(runs[naiad_label], sent, expected), sent
 
 
 def naiad_name(workers: int, processes: int) -> str:
@@ -250,7 +285,7 @@ def expected_per_worker(
 ) -> tuple[list[int], list[int]]:
     """What every worker should receive over epochs ``0..epochs`` (warm-up included): the
     record count and the sum modulo 2**64, recomputed from the members' seeded batches."""
-    from benchmarks._cluster_exchange import MASK, POOL, worker_batches
+    from benchmarks._cluster_exchange import POOL, worker_batches
 
     uses = [len(range(k, epochs + 1, POOL)) for k in range(POOL)]
     counts, sums = [0] * peers, [0] * peers
@@ -260,7 +295,7 @@ def expected_per_worker(
             for dest in range(peers):
                 part = array[routes == dest]
                 counts[dest] += uses[k] * len(part)
-                sums[dest] = (sums[dest] + uses[k] * int(part.view(np.uint64).sum())) & MASK
+                sums[dest] = (sums[dest] + uses[k] * checksum(part)) & MASK
     return counts, sums
 
 

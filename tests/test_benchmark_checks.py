@@ -122,3 +122,43 @@ def test_arrange_reports_a_wrong_join(tmp_path: Path, fault: str) -> None:
     assert results["install_small"]["correct"] is False
     assert results["install_large"]["correct"] is False
     assert results["naiad"]["correct"] is True  # the counts use no join
+
+
+EXCHANGE = """
+import numpy as np
+from naiad.dataflow.channels import ExchangePusher
+
+_partition = ExchangePusher._partition
+
+
+def partition(self, batch):
+    parts = _partition(self, batch)
+    for j, (dest, part) in enumerate(parts):
+        if len(part):
+            {fault}
+            break
+    return parts
+
+
+ExchangePusher._partition = partition
+"""
+
+EXCHANGE_FAULTS = {
+    # one record of every batch lost (caught before the audit too)
+    "dropped": "parts[j] = (dest, part[1:])",
+    # one record of every batch changed, to another record of the same worker: the count and
+    # the routing were all that was checked
+    "changed": "parts[j] = (dest, np.concatenate([part[:1] + self.peers, part[1:]]))",
+}
+
+
+@pytest.mark.parametrize("fault", sorted(EXCHANGE_FAULTS))
+@pytest.mark.parametrize("processes", [1, 2])
+def test_exchange_reports_a_wrong_naiad(tmp_path: Path, fault: str, processes: int) -> None:
+    site = EXCHANGE.format(fault=EXCHANGE_FAULTS[fault])
+    args = ["exchange", "--processes", str(processes), "--transport", "inproc"]
+    report = run_with_fault(tmp_path, site, *args)
+    assert report["correct"] is False, report["results"]
+    floor, naiad = (f"asyncio_w{2 * processes}", "naiad_w2" if processes == 1 else "naiad_p2_w2")
+    assert report["results"][naiad]["correct"] is False
+    assert report["results"][floor]["correct"] is True  # the floor has no naiad channel
