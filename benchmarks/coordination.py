@@ -134,7 +134,7 @@ def naiad_stamps(iterations: int, workers: int) -> list[float]:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = parser(NAME, DESCRIPTION)
-    p.add_argument("--iterations", type=int, help="default 20000, quick 5000")
+    p.add_argument("--iterations", type=int, help="default 20000, quick a tenth")
     p.add_argument(
         "--workers",
         help="worker counts (per process), comma-separated (default 1,2; tcp clusters 1)",
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     args = p.parse_args(argv)
     reps = reps_for(args)
-    iterations = args.iterations or (200 if args.tiny else 5_000 if args.quick else 20_000)
+    iterations = args.iterations or (200 if args.tiny else 2_000 if args.quick else 20_000)
     if iterations < 2:
         raise SystemExit("--iterations must be at least 2")
     if args.processes < 1:

@@ -155,3 +155,12 @@ def test_sharing_runs_every_variant_in_its_own_process() -> None:
         assert results[variant]["result_sizes"] == sizes
         assert results[variant]["rss_growth_mb"] >= 0
     assert report["ratios"]["unshared_over_shared_bytes"] > 1
+
+
+def test_coordination_quick_is_a_tenth_of_the_full_size() -> None:
+    """``--quick`` runs a tenth of the 20,000 iterations (``/work/shared/BENCHMARKS.md``)."""
+    proc = run_benchmark("coordination", "--quick", "--reps", "1", "--workers", "1")
+    assert proc.returncode == 0, proc.stderr
+    report = last_json(proc.stdout)
+    assert report["quick"] is True and report["correct"] is True
+    assert report["params"]["iterations"] == 20_000 // 10
