@@ -880,6 +880,9 @@ class Spine:
         m = self._settled()
         m -= self._waiting(m)
         if m == 0:
+            # nothing may merge yet (a waiting tail, or batches a reader has not read): the
+            # next merge covers at most these batches, and later ones bring their own effort
+            self.fuel = min(self.fuel, MERGE_OVERHEAD_ROWS + self.total())
             return
         cost = MERGE_OVERHEAD_ROWS + sum(len(b) for b in bs[:m])
         if self.fuel < cost:
