@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import naiad
@@ -207,6 +207,51 @@ def test_inside_a_lex_loop_at_every_lex_time(epochs: Any, layout: Any) -> None:
         assert not ref.worker_consolidated(part)
 
 
+def lex_reach(roots: ref.Epochs, edges: ref.Epochs) -> list[Counter] | None:
+    """Per epoch, the set a ``Lex`` loop's reachability (``Variable`` set to the ``distinct``
+    of the roots and the join of the variable with the edges) leaves with; None if some
+    epoch's iteration never converges.
+
+    Lex times order every iteration of an epoch before the next epoch, so an epoch's loop
+    goes on from where the last one ended, not from scratch: the variable starts at the
+    roots plus what the feedback accumulated, ``roots(e) + result(e - 1) - roots(e - 1)``
+    (counts may be negative), then is each round's result. From such a start the iteration
+    of a monotone step may cycle for ever (a retracted root on a cycle: {1, 5} -> {4, 5} ->
+    {1, 5}), which is the program's meaning, not a fault; such examples are left out.
+
+    >>> lex_reach([[(1, 1)], [(1, -1)]], [[((1, 2), 1)], []])  # retractions undo reach
+    [Counter({1: 1, 2: 1}), Counter()]
+    >>> lex_reach([[(5, 1), (1, 1)], [(1, -1)]], [[((1, 4), 1)], [((4, 1), 1)]]) is None
+    True
+    """
+    out: list[Counter] = []
+    before_roots: Counter = Counter()
+    before: Counter = Counter()
+    for e in range(len(roots)):
+        s, graph = ref.accumulated(roots, e), ref.accumulated(edges, e)
+        var: dict[Any, int] = dict(s)
+        for x, c in before.items():
+            var[x] = var.get(x, 0) + c
+        for x, c in before_roots.items():
+            var[x] = var.get(x, 0) - c
+        seen: list[Counter] = []
+        while True:
+            step: dict[Any, int] = dict(s)
+            for (a, b), k in graph.items():
+                if var.get(a, 0):
+                    step[b] = step.get(b, 0) + var[a] * k
+            result = Counter({x: 1 for x, c in step.items() if c > 0})
+            if seen and result == seen[-1]:
+                break
+            if result in seen:
+                return None
+            seen.append(result)
+            var = dict(result)
+        out.append(result)
+        before_roots, before = s, result
+    return out
+
+
 @settings(max_examples=15, deadline=None)
 @given(
     st.integers(1, 3).flatmap(
@@ -223,6 +268,8 @@ def test_a_lex_iteration_gives_the_same_changes_whichever_choice(graph: Any, lay
     retracted too: the three choices give the same changes at every time (and the reference's
     answer where the edges only grow, where a ``Lex`` loop's answer is right)."""
     roots, edges = graph
+    expected = lex_reach(roots, edges)
+    assume(expected is not None)  # (an iteration that cycles for ever: see lex_reach)
 
     def build(scope: Any) -> Any:
         r, e = Collection.from_epochs(scope, roots), Collection.from_epochs(scope, edges)
@@ -237,7 +284,7 @@ def test_a_lex_iteration_gives_the_same_changes_whichever_choice(graph: Any, lay
 
     results = ref.run(build, layout)
     got = [ref.accumulate_changes([r[i] for r in results], len(roots)) for i in range(3)]
-    assert got[0] == got[1] == got[2]
+    assert got[0] == got[1] == got[2] == expected
     if all(d > 0 for changes in edges for _, d in changes):
         ref.check([r[0] for r in results], ref.expect_binary(roots, edges, ref.reach))
 
