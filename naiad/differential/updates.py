@@ -24,7 +24,7 @@ import weakref
 import zlib
 from collections.abc import Iterable, Sequence
 from functools import partial
-from itertools import repeat
+from itertools import chain, compress, repeat
 from operator import itemgetter
 from typing import Any, Protocol
 
@@ -355,9 +355,48 @@ class _DateKey:
             return False
 
 
-def _date_key(value: Any) -> Any:
-    """``value`` as the interner's table keys it (:class:`_DateKey` for a date)."""
-    return _DateKey(value) if value.__class__ in _DATE_TYPES else value
+_NESTING = (tuple, frozenset)  # containers whose equality is their items' (dates inside)
+
+
+def _table_key(value: Any) -> Any:
+    """``value`` as the interner's table keys it: :class:`_DateKey` for a date, a tuple or
+    frozenset of the keys of its items for one (``(5 months, "a") == (5, "a")``, and they
+    hash alike, since a tuple's hash is its items').
+
+    >>> _table_key((np.timedelta64(5, "M"), "a")) == _table_key((5, "a"))
+    False
+    """
+    if value.__class__ in _DATE_TYPES:
+        return _DateKey(value)
+    if isinstance(value, tuple):
+        return tuple(map(_table_key, value))
+    if isinstance(value, frozenset):
+        return frozenset(map(_table_key, value))
+    return value
+
+
+def _holds_dates(values: list[Any], types: set[type]) -> bool:
+    """Whether ``values`` (whose types are ``types``) hold a date or duration, at the top or
+    inside tuples and frozensets at any depth. C loops only (the types of the items of the
+    containers, a level at a time): nothing more for a column without containers.
+
+    >>> _holds_dates([1, ("a", (2, np.datetime64("NaT")))], {int, tuple})
+    True
+    """
+    while _DATE_TYPES.isdisjoint(types):
+        nesting = {t for t in types if issubclass(t, _NESTING)}
+        if not nesting:
+            return False
+        if nesting != types:  # containers beside other values: the containers alone
+            values = list(compress(values, map(isinstance, values, repeat(_NESTING))))
+        types = set(map(type, chain.from_iterable(values)))
+        if not _DATE_TYPES.isdisjoint(types):
+            return True
+        if any(issubclass(t, _NESTING) for t in types):  # the items, to look a level down
+            values = list(chain.from_iterable(values))
+        else:
+            return False
+    return True
 
 
 class Interner:
@@ -367,8 +406,8 @@ class Interner:
     numeric; equal values get equal codes everywhere in the process, and decode to the form
     first seen, except that an int replaces an equal float (2 for 2.0), and a float an equal
     number of another type (0.5 for Fraction(1, 2)); dates and durations (numpy's and
-    Python's) meet equal dates only, never numbers (``np.timedelta64(5, 'M') == 5``). The
-    price: one dict
+    Python's) meet equal dates only, never numbers (``np.timedelta64(5, 'M') == 5``), inside
+    tuples and frozensets too. The price: one dict
     lookup per value on the way in, one list index per value on the way out. Runtimes in
     several threads may encode at once: lookups take no lock, new values are interned under
     the interner's lock (so that a value two threads miss at once gets one code).
@@ -434,7 +473,7 @@ class Interner:
         atomic), the others interned under the interner's lock."""
         values = column.tolist()
         types = set(map(type, values))
-        keys = values if _DATE_TYPES.isdisjoint(types) else list(map(_date_key, values))
+        keys = list(map(_table_key, values)) if _holds_dates(values, types) else values
         try:
             found: list[Any] = list(map(self.codes.get, keys))
         except TypeError:
@@ -454,7 +493,7 @@ class Interner:
         >>> interner.code_of(np.timedelta64(5, "M")) == int(codes[0]), interner.code_of(5)
         (True, None)
         """
-        return self.codes.get(_date_key(value))
+        return self.codes.get(_table_key(value))
 
     def _intern(self, values: list[Any], keys: list[Any], found: list[Any], numbers: bool) -> None:
         """Fills the codes ``found`` misses (None) by interning their values (under their
