@@ -756,7 +756,23 @@ class Collection:
     # --- loops ---------------------------------------------------------------------------------
     def enter(self, loop: Any, name: str = "enter") -> Collection:
         """This collection inside loop context ``loop`` (constant across iterations), or inside
-        a region (:meth:`Scope.region`: unchanged, with the same times)."""
+        a region (:meth:`Scope.region`: unchanged, with the same times), nested at any depth
+        inside its scope; its own scope is refused (there it needs no ``enter``), as
+        :meth:`Arranged.enter` refuses it.
+
+        >>> import naiad
+        >>> from naiad.differential import Collection
+        >>> def build(scope):
+        ...     c = Collection.from_epochs(scope, [[(1, 1)]])
+        ...     return c.enter(scope.iterative()).leave().changes()
+        >>> naiad.run(build)
+        [[(1, 0, 1)]]
+        >>> naiad.run(lambda scope: Collection.from_epochs(scope, [[(1, 1)]]).enter(scope))
+        ... # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: enter: 'dataflow' is the collection's own scope; a collection enters a ...
+        """
         return iterate_mod.enter(self, loop, name)
 
     def enter_at(

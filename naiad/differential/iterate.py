@@ -116,7 +116,9 @@ def enter(
 ) -> Collection:
     """``c`` inside ``loop`` (which may be nested several levels below ``c``'s scope), each
     update at loop counter 0 or at ``counters(batch)`` (see :func:`entry_counters`). A
-    region on the way (or as ``loop``) re-times nothing."""
+    region on the way (or as ``loop``) re-times nothing. ``c``'s own scope is refused, as
+    :meth:`Arranged.enter` refuses it: it names no loop to enter (``enter_at`` would drop
+    its counters)."""
     from naiad.differential.collection import Collection
 
     check_loop_scope(loop, name)
@@ -130,6 +132,11 @@ def enter(
         raise ValueError(
             f"{name}: loop {loop.path()!r} is not nested inside the collection's scope "
             f"{c.scope.path()!r}"
+        )
+    if not chain:  # as Arranged.enter: entering nothing is a mistake (enter_at's counters lost)
+        raise ValueError(
+            f"{name}: {loop.path()!r} is the collection's own scope; a collection enters a "
+            "loop or region nested inside it (in its own scope it is used as it is)"
         )
     stream = c.stream
     for i, inner in enumerate(reversed(chain)):
