@@ -58,6 +58,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# a build digest is hex: this prefix marks a process whose build of the dataflow raised
+_RAISED = "raised: "
+
+
+def _raised(entry: str) -> bool:
+    """Whether a process's build announcement says its build raised (see :data:`_RAISED`)."""
+    return entry.startswith(_RAISED)
+
 
 class ClusterError(RuntimeError):
     """A peer process failed, left, or sent something that cannot be applied."""
@@ -570,11 +578,27 @@ class Process:
             self.send_control({"dataflow": ident, "name": name, "digest": digest})
         self._compare_digests(ident)
 
+    def announce_raised(self, ident: int, name: str, error: BaseException) -> None:
+        """Tells every peer that the build of dataflow ``ident`` raised ``error`` here, and
+        checks what they said so far: a process that built it stops rather than wait for
+        this one's workers; where the build raised on every process, they all go on."""
+        cause = f"{type(error).__name__}: {error}, in the build of {name!r}"
+        self._digests.setdefault(ident, {})[self.index] = _RAISED + cause
+        if self.transport is not None:
+            self.send_control({"dataflow": ident, "name": name, "raised": cause})
+        self._compare_digests(ident)
+        self._forget_digests(ident)
+
     def _forget_digests(self, ident: int) -> None:
         """Drops the digests of a dataflow that finished here once every process's has been
-        compared: no later announcement of it can come."""
+        compared (or whose build raised on every process): no later announcement of it can
+        come."""
         digests = self._digests.get(ident)
-        if digests is not None and len(digests) == self.processes and self.progress.finished(ident):
+        if (
+            digests is not None
+            and len(digests) == self.processes
+            and (self.progress.finished(ident) or all(map(_raised, digests.values())))
+        ):
             del self._digests[ident]
 
     def _departed_without(self, ident: int) -> list[int]:
@@ -597,7 +621,17 @@ class Process:
         if mine is None:
             return
         for peer, theirs in digests.items():
-            if theirs != mine:
+            if _raised(theirs) != _raised(mine):
+                built, raised, error = (
+                    (peer, self.index, mine) if _raised(mine) else (self.index, peer, theirs)
+                )
+                raise BuildError(
+                    f"dataflow {ident}: its build raised on process {raised} "
+                    f"({error[len(_RAISED) :]}) and not on process {built}, which runs it; "
+                    f"every process must build the same dataflows, so a build that raises on "
+                    f"some processes only stops the cluster"
+                )
+            if theirs != mine and not _raised(mine):
                 raise BuildError(
                     f"dataflow {ident}: process {peer} built a different dataflow than process "
                     f"{self.index}; build the dataflow the same way in every process"
@@ -729,9 +763,11 @@ class Process:
                 )
             elif "dataflow" in message:
                 ident = message["dataflow"]
-                if not isinstance(ident, int) or not isinstance(message.get("digest"), str):
+                digest, raised = message.get("digest"), message.get("raised")
+                if not isinstance(ident, int) or not isinstance(digest or raised, str):
                     raise FrameError("malformed dataflow announcement")
-                self._digests.setdefault(ident, {})[peer] = message["digest"]
+                entry = digest if isinstance(digest, str) else _RAISED + str(raised)
+                self._digests.setdefault(ident, {})[peer] = entry
                 self._compare_digests(ident)
                 self._forget_digests(ident)
             else:

@@ -658,7 +658,8 @@ class Runtime:
                 "asyncio.run_coroutine_threadsafe(coro, loop) of a coroutine that builds it",
             )
         # taken once every worker has built the dataflow: a build that raises leaves no gap in
-        # the numbering (the progress actors tell finished dataflows by it)
+        # the numbering (the progress actors tell finished dataflows by it), unless processes
+        # elsewhere may have built it (_build_raised)
         ident = self._next_id
         per_process: list[list[DataflowBuild]] = []
         results: list[Any] = []
@@ -677,11 +678,13 @@ class Runtime:
                 per_process.append(builds)
             _check_same([b for builds in per_process for b in builds])
             reachability = per_process[0][0].graph().build()
-        except BaseException:
+        except BaseException as exc:
             # no vertex of this dataflow will run: what they registered outside it (a shared
             # probe handle's stream, readers of an imported trace) must not stay behind
             for spec in made:
                 spec.build_failed()
+            if len(self.processes) < self.process_count:  # processes elsewhere
+                self._build_raised(ident, name, exc)
             raise
         self._next_id += 1
         instances: list[Instance] = []
@@ -707,6 +710,21 @@ class Runtime:
         if not dataflow.done:
             self.dataflows[ident] = dataflow
         return dataflow
+
+    def _build_raised(self, ident: int, name: str, exc: BaseException) -> None:
+        """After the build of dataflow ``ident`` raised here, with processes elsewhere: they
+        may have built it (a build that depends on the process), so it takes its number
+        here too (the next dataflow is numbered as theirs), and they hear that it raised.
+        Where it was built, or once that is known here, the cluster stops with an error
+        naming the cause (nothing could complete the dataflow); where the build raised on
+        every process, they all go on."""
+        self._next_id += 1
+        try:
+            for process in self.processes:
+                process.announce_raised(ident, name, exc)
+        except BuildError as error:
+            if self._failure is None:
+                self._fail(error)
 
 
 _self_launched = False
