@@ -779,8 +779,9 @@ class Collection:
         self, loop: Any, at: Callable[..., np.ndarray], name: str = "enter_at"
     ) -> Collection:
         """Inside ``loop``, each update entering at counter ``at(*columns)``: vectorized,
-        one non-negative integer per record, or one for all (integral floats count as
-        their integers; other floats, and other shapes, raise an error naming ``at``)."""
+        one integer in ``[0, 2**62)`` per record, or one for all (integral floats count as
+        their integers; other floats, other shapes and counters beyond that range, which
+        would leave the loop no room to iterate, raise an error naming ``at``)."""
         counters = iterate_mod.entry_counters(at, f"{name}: at(*columns)")
         return iterate_mod.enter(self, loop, name, counters)
 

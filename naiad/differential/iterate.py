@@ -32,8 +32,15 @@ def _entered(counters: Callable[[Updates], np.ndarray] | None) -> Callable[[Upda
     return transform
 
 
+COUNTER_BITS = 62
+"""Bits of an ``enter_at`` counter. A loop's times are int64 columns and its frontier runs a
+feedback step ahead of the times in it, so a counter near ``2**63`` leaves no room to
+iterate (the loop failed with a bare ``OverflowError`` in a join's arrangement); from
+``2**62`` there are ``2**62`` iterations of room."""
+
+
 def entry_counters(
-    at: Callable[..., Any], what: str, bits: int = 63, shift: int = 0
+    at: Callable[..., Any], what: str, bits: int = COUNTER_BITS, shift: int = 0
 ) -> Callable[[Updates], np.ndarray]:
     """The loop counter at which each update of a batch enters: ``at(*columns)`` checked by
     :func:`loop_counters` (in ``[0, 2**bits)``), shifted left by ``shift`` bits."""
