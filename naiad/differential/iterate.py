@@ -11,6 +11,7 @@ the accumulation of ``source + feedback`` at ``i`` is the result at ``i - 1``.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -199,6 +200,7 @@ class Variable:
         from naiad.differential.collection import Collection
 
         check_loop_scope(loop, f"variable {name!r}")
+        check_step(step, name)
         self.handle, stream = loops.feedback(loop, step, name, _advanced(step))
         self.scope = stream.scope
         self.source = source
@@ -227,6 +229,30 @@ class Variable:
         # per round: the batch WCC ran 25% faster without it.
         delta.stream.connect_loop(self.handle)
         return result
+
+
+def check_step(step: Any, name: str) -> None:
+    """Refuses, while the dataflow is built, a variable's ``step`` from ``2**COUNTER_BITS``
+    on: a loop's times are int64 columns and its frontier runs a step ahead of them, so
+    with such a step not one round fits (the round at ``step`` has its frontier at
+    ``2 * step``, past int64; the loop failed with a bare ``OverflowError`` in an
+    arrangement even when the round fed nothing back). Smaller steps, and steps below 1 or
+    not integers, are left to :func:`naiad.operators.loops.feedback`.
+
+    >>> check_step(2**62, "v")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    naiad.dataflow.scope.BuildError: variable 'v': step must be in [1, 2**62), not 46116860...
+    """
+    from naiad.dataflow.scope import BuildError
+
+    integral = isinstance(step, numbers.Integral) and not isinstance(step, bool)
+    if integral and int(step) >= 1 << COUNTER_BITS:
+        raise BuildError(
+            f"variable {name!r}: step must be in [1, 2**{COUNTER_BITS}), not {int(step)}: "
+            "a loop's counters are int64 and its frontier runs a step ahead of its times, "
+            "so from that step not one round of feedback fits"
+        )
 
 
 def check_loop_value(result: Any, scope: Any, what: str) -> None:
