@@ -267,7 +267,8 @@ class Collection:
             records = records_of(u.data)
             out = [f(x) for x in records]
             if out:
-                check_not_iterator(out[0], records[0], name)
+                what = f"map {name!r}: f({records[0]!r}) returned"
+                check_not_iterator(out[0], what, "; for several records, use flat_map")
             return Updates.of_values(out, u.times, u.diffs)
 
         return self._apply(apply, name)
@@ -303,11 +304,14 @@ class Collection:
             out: list[Any] = []
             ends: list[int] = []  # len(out) after each input record's outputs
             extend, end = out.extend, ends.append
-            for x in records_of(u.data):
+            records = records_of(u.data)
+            for x in records:
                 extend(f(x))  # the outputs in C; a Python step per input record only
                 end(len(out))
             ends_at = np.array(ends, dtype=np.int64)
             rows = np.repeat(np.arange(len(u)), ends_at - np.r_[0, ends_at[:-1]])
+            if out:
+                check_not_iterator(out[0], f"flat_map {name!r}: f({records[rows[0]]!r}) yielded")
             return updates_from_rows(out, rows, u.times, u.diffs)
 
         return self._apply(apply, name)
@@ -333,13 +337,17 @@ class Collection:
             out: list[Any] = []
             index: list[int] = []
             multipliers: list[int] = []
-            for i, x in enumerate(records_of(u.data)):
+            records = records_of(u.data)
+            for i, x in enumerate(records):
                 for pair in iterable_result(f(x), name, f"f({x!r})"):
                     y, m = exploded(pair, x, name)
                     if m:
                         out.append(y)
                         index.append(i)
                         multipliers.append(m)
+            if out:
+                what = f"explode {name!r}: f({records[index[0]]!r}) yielded"
+                check_not_iterator(out[0], what)
             return updates_from_rows(out, index, u.times, u.diffs, multipliers)
 
         return self._apply(apply, name)
@@ -950,25 +958,25 @@ def check_function(f: Any, arity: int | None, name: str, call: str) -> None:
         ) from None
 
 
-def check_not_iterator(value: Any, record: Any, name: str) -> None:
-    """Refuses ``value``, what ``map``'s function returned for ``record``, if it is an
-    iterator (a generator, a ``map`` or ``zip`` object): it equals only itself, so the
-    same record mapped again at its retraction gives another one, which never cancels it
-    (the collection would hold it, and its negation, for ever). Checked on the first
-    record of each batch: one test per batch, none per record (a function returns an
-    iterator for every record, or for none, unless its result depends on the record's type).
+def check_not_iterator(value: Any, what: str, hint: str = "") -> None:
+    """Refuses ``value``, a record made by a user's function (``what`` says which call:
+    ``"map 'm': f(5) returned"``) or given to an input, if it is an iterator (a generator,
+    a ``map`` or ``zip`` object): it equals only itself, so the same record made again at
+    its retraction is another one, which never cancels it (the collection would hold it,
+    and its negation, for ever). Functions are checked on the first record of each batch:
+    one test per batch, none per record (a function returns an iterator for every record,
+    or for none, unless its result depends on the record's type).
 
-    >>> check_not_iterator(iter([1]), 5, "map")  # doctest: +ELLIPSIS
+    >>> check_not_iterator(iter([1]), "map 'map': f(5) returned")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     TypeError: map 'map': f(5) returned a list_iterator, not a record: an iterator equals ...
     """
     if isinstance(value, Iterator):
         raise TypeError(
-            f"map {name!r}: f({record!r}) returned a {type(value).__name__}, not a record: an "
-            "iterator equals only itself, so its retraction would never cancel it; return a "
-            "tuple (tuple(...)) for a record of several fields, or use flat_map for several "
-            "records"
+            f"{what} a {type(value).__name__}, not a record: an iterator equals only itself, "
+            f"so its retraction would never cancel it; a record of several fields is a tuple "
+            f"(tuple(...)){hint}"
         )
 
 
@@ -999,7 +1007,8 @@ def exploded(pair: Any, record: Any, name: str) -> tuple[Any, int]:
 def check_record(record: Any) -> None:
     """Refuses a record no collection can hold, before it is staged: an unhashable one (it
     could not be routed, sorted into an arrangement or consolidated: the dataflow would fail
-    later, far from the call) or one with a NaN field.
+    later, far from the call), an iterator (hashable, but equal only to itself: no
+    retraction could cancel it; see :func:`check_not_iterator`) or one with a NaN field.
 
     >>> check_record((1, [2]))
     Traceback (most recent call last):
@@ -1012,6 +1021,7 @@ def check_record(record: Any) -> None:
         raise TypeError(
             f"record {record!r} is not hashable ({e}): records must be hashable"
         ) from None
+    check_not_iterator(record, f"record {record!r} is")
     if has_nan(record):
         raise ValueError(f"record {record!r} has a NaN field: {NAN_MESSAGE}")
 

@@ -20,7 +20,7 @@ from naiad.actors.vertex import Vertex
 from naiad.dataflow.channels import Pipeline
 from naiad.differential import lattice
 from naiad.differential.arrange import check_keyed, handed_values
-from naiad.differential.collection import iterable_result
+from naiad.differential.collection import check_not_iterator, iterable_result
 from naiad.differential.diff_arithmetic import DiffOverflowError, describe_row, products
 from naiad.differential.trace import (
     SMALL_KEYS,
@@ -259,7 +259,11 @@ class PairFunction:
         f = self.f
         triples = zip(keys, left, right, strict=True)
         if not self.many:
-            return Updates.of_values([f(k, a, b) for k, a, b in triples], times, diffs)
+            made = [f(k, a, b) for k, a, b in triples]
+            if made:  # one test per batch (see check_not_iterator)
+                what = f"join_map {self.name!r}: f{(keys[0], left[0], right[0])!r} returned"
+                check_not_iterator(made[0], what, "; for several records, use join_core")
+            return Updates.of_values(made, times, diffs)
         out: list[Any] = []
         rows: list[int] = []
         for row, (k, a, b) in enumerate(triples):
@@ -271,6 +275,9 @@ class PairFunction:
                 for y in iterable_result(result, self.name, f"f({k!r}, {a!r}, {b!r})"):
                     out.append(y)
                     rows.append(row)
+        if out:
+            k, a, b = keys[rows[0]], left[rows[0]], right[rows[0]]
+            check_not_iterator(out[0], f"join_core {self.name!r}: f{(k, a, b)!r} yielded")
         return updates_from_rows(out, rows, times, diffs)
 
 
