@@ -19,6 +19,7 @@ per batch.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -386,7 +387,7 @@ class Arranged:
             out: list[Any] = []
             rows: list[int] = []
             for row, (k, v) in enumerate(keyed_values(batch)):
-                for y in iterable_result(f(k, v), name, f"f({k!r}, {v!r})"):
+                for y in iterable_result(f(k, v), name, partial("f({!r}, {!r})".format, k, v)):
                     out.append(y)
                     rows.append(row)
             return updates_from_rows(out, rows, batch.times, batch.diffs)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from inspect import signature as signature_of
 from typing import Any, Literal, overload
 
@@ -267,8 +268,11 @@ class Collection:
             records = records_of(u.data)
             out = [f(x) for x in records]
             if out:
-                what = f"map {name!r}: f({records[0]!r}) returned"
-                check_not_iterator(out[0], what, "; for several records, use flat_map")
+                check_not_iterator(
+                    out[0],
+                    lambda: f"map {name!r}: f({records[0]!r}) returned",
+                    "; for several records, use flat_map",
+                )
             return Updates.of_values(out, u.times, u.diffs)
 
         return self._apply(apply, name)
@@ -311,7 +315,9 @@ class Collection:
             ends_at = np.array(ends, dtype=np.int64)
             rows = np.repeat(np.arange(len(u)), ends_at - np.r_[0, ends_at[:-1]])
             if out:
-                check_not_iterator(out[0], f"flat_map {name!r}: f({records[rows[0]]!r}) yielded")
+                check_not_iterator(
+                    out[0], lambda: f"flat_map {name!r}: f({records[rows[0]]!r}) yielded"
+                )
             return updates_from_rows(out, rows, u.times, u.diffs)
 
         return self._apply(apply, name)
@@ -339,15 +345,16 @@ class Collection:
             multipliers: list[int] = []
             records = records_of(u.data)
             for i, x in enumerate(records):
-                for pair in iterable_result(f(x), name, f"f({x!r})"):
+                for pair in iterable_result(f(x), name, partial("f({!r})".format, x)):
                     y, m = exploded(pair, x, name)
                     if m:
                         out.append(y)
                         index.append(i)
                         multipliers.append(m)
             if out:
-                what = f"explode {name!r}: f({records[index[0]]!r}) yielded"
-                check_not_iterator(out[0], what)
+                check_not_iterator(
+                    out[0], lambda: f"explode {name!r}: f({records[index[0]]!r}) yielded"
+                )
             return updates_from_rows(out, index, u.times, u.diffs, multipliers)
 
         return self._apply(apply, name)
@@ -958,23 +965,24 @@ def check_function(f: Any, arity: int | None, name: str, call: str) -> None:
         ) from None
 
 
-def check_not_iterator(value: Any, what: str, hint: str = "") -> None:
-    """Refuses ``value``, a record made by a user's function (``what`` says which call:
-    ``"map 'm': f(5) returned"``) or given to an input, if it is an iterator (a generator,
+def check_not_iterator(value: Any, what: Callable[[], str], hint: str = "") -> None:
+    """Refuses ``value``, a record made by a user's function (``what()`` says which call:
+    ``"map 'm': f(5) returned"``; called only to refuse, as a record's repr may be costly)
+    or given to an input, if it is an iterator (a generator,
     a ``map`` or ``zip`` object): it equals only itself, so the same record made again at
     its retraction is another one, which never cancels it (the collection would hold it,
     and its negation, for ever). Functions are checked on the first record of each batch:
     one test per batch, none per record (a function returns an iterator for every record,
     or for none, unless its result depends on the record's type).
 
-    >>> check_not_iterator(iter([1]), "map 'map': f(5) returned")  # doctest: +ELLIPSIS
+    >>> check_not_iterator(iter([1]), lambda: "map 'map': f(5) returned")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     TypeError: map 'map': f(5) returned a list_iterator, not a record: an iterator equals ...
     """
     if isinstance(value, Iterator):
         raise TypeError(
-            f"{what} a {type(value).__name__}, not a record: an iterator equals only itself, "
+            f"{what()} a {type(value).__name__}, not a record: an iterator equals only itself, "
             f"so its retraction would never cancel it; a record of several fields is a tuple "
             f"(tuple(...)){hint}"
         )
@@ -1021,7 +1029,7 @@ def check_record(record: Any) -> None:
         raise TypeError(
             f"record {record!r} is not hashable ({e}): records must be hashable"
         ) from None
-    check_not_iterator(record, f"record {record!r} is")
+    check_not_iterator(record, lambda: f"record {record!r} is")
     if has_nan(record):
         raise ValueError(f"record {record!r} has a NaN field: {NAN_MESSAGE}")
 

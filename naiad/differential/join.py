@@ -12,6 +12,7 @@ upper bound) of the two times, with the product of the diffs.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -261,8 +262,11 @@ class PairFunction:
         if not self.many:
             made = [f(k, a, b) for k, a, b in triples]
             if made:  # one test per batch (see check_not_iterator)
-                what = f"join_map {self.name!r}: f{(keys[0], left[0], right[0])!r} returned"
-                check_not_iterator(made[0], what, "; for several records, use join_core")
+                check_not_iterator(
+                    made[0],
+                    lambda: f"join_map {self.name!r}: f{(keys[0], left[0], right[0])!r} returned",
+                    "; for several records, use join_core",
+                )
             return Updates.of_values(made, times, diffs)
         out: list[Any] = []
         rows: list[int] = []
@@ -272,12 +276,13 @@ class PairFunction:
                 out += result
                 rows += [row] * len(result)
             else:
-                for y in iterable_result(result, self.name, f"f({k!r}, {a!r}, {b!r})"):
+                call = partial("f{!r}".format, (k, a, b))  # shown only to refuse
+                for y in iterable_result(result, self.name, call):
                     out.append(y)
                     rows.append(row)
         if out:
-            k, a, b = keys[rows[0]], left[rows[0]], right[rows[0]]
-            check_not_iterator(out[0], f"join_core {self.name!r}: f{(k, a, b)!r} yielded")
+            first = (keys[rows[0]], left[rows[0]], right[rows[0]])
+            check_not_iterator(out[0], lambda: f"join_core {self.name!r}: f{first!r} yielded")
         return updates_from_rows(out, rows, times, diffs)
 
 

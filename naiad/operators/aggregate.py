@@ -68,8 +68,10 @@ def routed(key: Callable[[Any], int], what: str, name: str) -> Exchange:
     return Exchange(key=lambda record: key(record[0]), check=check)
 
 
-def iterable_result(result: Any, name: str, call: str) -> Iterable[Any]:
+def iterable_result(result: Any, name: str, call: str | Callable[[], str]) -> Iterable[Any]:
     """``result`` if it can be iterated over; a ``TypeError`` naming the operator if not.
+    ``call`` names the call that returned it; a function making that name is called only
+    to refuse (a record's repr, made for every record, may cost more than the call).
 
     >>> iterable_result([1], "flat_map 'f'", "f(2)")
     [1]
@@ -81,7 +83,8 @@ def iterable_result(result: Any, name: str, call: str) -> Iterable[Any]:
     try:
         iter(result)
     except TypeError:
-        raise TypeError(f"{name}: {call} must return an iterable, not {result!r}") from None
+        shown = call() if callable(call) else call
+        raise TypeError(f"{name}: {shown} must return an iterable, not {result!r}") from None
     return cast(Iterable[Any], result)
 
 

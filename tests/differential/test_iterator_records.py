@@ -144,3 +144,37 @@ def test_the_check_costs_one_test_per_batch_not_per_record(op: str, n: int) -> N
     got = naiad.run(build)
     assert len(got[0]) == n
     assert READS[0] <= 8, READS[0]
+
+
+class Shown:
+    """A record that counts how often it is shown (``repr``)."""
+
+    shown = 0
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Shown) and other.n == self.n
+
+    def __hash__(self) -> int:
+        return self.n
+
+    def __repr__(self) -> str:
+        Shown.shown += 1
+        return f"Shown({self.n})"
+
+
+def test_the_checks_show_no_record_unless_they_refuse_it() -> None:
+    """The message naming a record is made only to refuse one: a record's repr may cost
+    more than the rest of the check (a first version showed every record inserted)."""
+    Shown.shown = 0
+
+    def build(s: naiad.Scope) -> Any:
+        c = Collection.from_epochs(s, [[(Shown(i), 1) for i in range(200)]])
+        made = c.map(lambda r: r).flat_map(lambda r: [r]).explode(lambda r: [(r, 1)])
+        return made.map(lambda r: r.n).changes()
+
+    results = ref.run(build, (1, 1))
+    assert sorted(r for r, _, _ in ref.flatten(results)) == list(range(200))
+    assert Shown.shown == 0
