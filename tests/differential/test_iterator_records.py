@@ -18,6 +18,7 @@ import pytest
 import naiad
 from naiad.differential import Collection
 from tests.differential import reference as ref
+from tests.differential.test_map_returning_an_iterator import READS, Counted
 
 PAIRS = [[((1, "a"), 1), ((2, "b"), 1)], [((1, "a"), -1), ((2, "b"), -1)]]
 OTHER = [[((1, "x"), 1), ((2, "y"), 1)]]
@@ -104,30 +105,6 @@ def test_an_input_session_refuses_an_iterator_record_at_the_call() -> None:
 def test_from_epochs_refuses_an_iterator_record() -> None:
     with pytest.raises(TypeError, match=r"^record <generator .*> is a generator, not a record"):
         naiad.run(lambda s: Collection.from_epochs(s, [[((x for x in [1]), 1)]]).changes())
-
-
-READS = [0]
-
-
-class Counted:
-    """A record counting the reads of its ``__class__``: what ``isinstance`` with an
-    abstract class (``Iterator``) reads once per call."""
-
-    __slots__ = ("v",)
-
-    def __init__(self, v: int) -> None:
-        self.v = v
-
-    @property  # type: ignore[misc]
-    def __class__(self) -> type:
-        READS[0] += 1
-        return Counted
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is Counted and other.v == self.v  # type: ignore[attr-defined]
-
-    def __hash__(self) -> int:
-        return hash(self.v)
 
 
 @pytest.mark.parametrize("op", list(MAKERS))
