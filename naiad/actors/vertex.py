@@ -193,6 +193,17 @@ def overrides(logic: Vertex, method: str) -> bool:
     return getattr(type(logic), method) is not getattr(Vertex, method)
 
 
+def waits_on_nothing(logic: Vertex) -> bool:
+    """Whether ``logic`` never waits on its input frontiers: a stateless built-in that
+    neither is notified nor observes its frontier. Nothing needs its inputs' frontiers kept
+    up to date then (the progress tracker works them out when read)."""
+    return (
+        isinstance(logic, StatelessVertex)
+        and not overrides(logic, "on_notify")
+        and not overrides(logic, "on_frontier")
+    )
+
+
 class OutputPort:
     """An output of a shard: checks the sender's right to send, then pushes to every edge."""
 

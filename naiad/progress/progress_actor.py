@@ -199,6 +199,7 @@ class ProgressActor:
         initial: Iterable[tuple[tuple[int, Any], int]],
         on_change: FrontierListener,
         local_initial: Iterable[tuple[tuple[int, Any], int]] = (),
+        unwatched: Iterable[int] = (),
     ) -> None:
         """Starts tracking a dataflow from its initial capability counts (the same in every
         process, so no exchange is needed to agree on them); ``local_initial``: the part of
@@ -206,7 +207,8 @@ class ProgressActor:
         it was built, after checking every one of them (the check a built dataflow's batches
         get when they arrive): if one names a location the dataflow lacks, raises
         :class:`UnappliableBatch` naming its sender, having applied none of them and
-        registered nothing."""
+        registered nothing. ``unwatched``: targets whose frontier no vertex waits on, which
+        the tracker may work out only when read (see :class:`PsiTracker`)."""
         if dataflow in self._dataflows:
             raise ValueError(f"dataflow {dataflow} is already registered")
         early = self._unbuilt.pop(dataflow, [])
@@ -224,7 +226,7 @@ class ProgressActor:
             self._next_id = dataflow + 1
         else:
             self._skipped.discard(dataflow)
-        tracker = Tracker(reachability, self.strategy)
+        tracker = Tracker(reachability, self.strategy, unwatched)
         tracker.update_iter(initial)
         tracker.propagate()
         registered = _Registered(tracker, on_change)

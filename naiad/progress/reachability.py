@@ -26,12 +26,12 @@ from __future__ import annotations
 import heapq
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from naiad.progress.antichain import Antichain, MutableAntichain, le
+from naiad.progress.antichain import Antichain, MutableAntichain, _minimal, le
 from naiad.progress.summary import PathSummary
 
 
@@ -104,8 +104,9 @@ class Reachability:
     Building costs time linear in the graph plus ``Ψ`` *inside* each component (paths between
     two locations of a component never leave it), which is what the cycle check and
     :class:`FrontierTracker` need. ``Ψ`` from or to any one location is computed on demand
-    (:meth:`summaries`, :meth:`reaching`) and the whole table only for :attr:`paths`
-    (:class:`PsiTracker`): on a chain of ``M`` operators it has ``O(M**2)`` entries.
+    (:meth:`summaries`, :meth:`reaching`), never the whole table: on a chain of ``M``
+    operators it has ``O(M**2)`` entries (:class:`PsiTracker` asks for ``Ψ`` to the targets
+    it watches only).
 
     >>> g = GraphBuilder()
     >>> a = g.add_node("in", 0, 1); m = g.add_node("map", 1, 1); b = g.add_node("out", 1, 0)
@@ -238,15 +239,6 @@ class Reachability:
         return [(other, tuple(reached[other])) for other in sorted(reached)]
 
     @cached_property
-    def paths(self) -> list[list[tuple[int, tuple[PathSummary, ...]]]]:
-        """Per location, the targets it reaches (itself included) with their minimal summaries:
-        ``Ψ`` whole, for :class:`PsiTracker`."""
-        return [
-            [(loc, tuple(ac)) for loc, ac in self._psi_from(start).items() if self.is_target[loc]]
-            for start in range(len(self.locations))
-        ]
-
-    @cached_property
     def _predecessors(self) -> list[list[tuple[int, PathSummary]]]:
         before: list[list[tuple[int, PathSummary]]] = [[] for _ in self.locations]
         for loc, steps in enumerate(self.steps):
@@ -275,10 +267,13 @@ than fanning every change out through ``Ψ`` (:class:`PsiTracker`). See :class:`
 for the measurements behind the value."""
 
 
-def acyclic_fanout(reachability: Reachability, above: float | None = None) -> float:
+def acyclic_fanout(
+    reachability: Reachability, above: float | None = None, unwatched: Iterable[int] = ()
+) -> float:
     """The mean, over locations, of the targets off every cycle each one reaches, itself
     excluded: the part of ``Ψ``'s fan-out that propagating frontier changes may skip (a target
     on a cycle gets every change through its component's part of ``Ψ`` in both strategies).
+    ``unwatched`` targets do not count: ``Ψ`` skips them (see :class:`PsiTracker`).
 
     Counted without ``Ψ``, by one pass over the components from the last to the first, each
     one's set of reached targets the union of its successors'. With ``above``, counting stops
@@ -293,8 +288,11 @@ def acyclic_fanout(reachability: Reachability, above: float | None = None) -> fl
     1.0
     >>> acyclic_fanout(g.build(), above=0.25)  # stops after out, map's output and input
     0.5
+    >>> r = g.build(); acyclic_fanout(r, unwatched=[r.target(m, 0)])  # in: out only, map: 1
+    0.75
     """
     r = reachability
+    skip = set(unwatched)
     if not r.locations:
         return 0.0
     limit = math.inf if above is None else above * len(r.locations)
@@ -308,7 +306,7 @@ def acyclic_fanout(reachability: Reachability, above: float | None = None) -> fl
                 if r.component[nxt] != c:
                     found |= reached[r.component[nxt]]
         total += len(found) * len(members)
-        if len(members) == 1 and r.is_target[members[0]]:
+        if len(members) == 1 and r.is_target[members[0]] and members[0] not in skip:
             found.add(members[0])  # for those upstream; the target itself does not count
         if total > limit:
             break
@@ -336,7 +334,11 @@ class Tracker:
     its view) costs the same in replay, but its benchmark (``wcc-incremental --quick``, 4
     rounds alternated) was 1-2% slower in median and 4% in p99 latency with frontiers: the
     threshold keeps it, the coordination loop and every chain of up to 15 maps on
-    ``Ψ``. ``strategy="psi"`` or ``"frontier"`` forces one.
+    ``Ψ``. ``strategy="psi"`` or ``"frontier"`` forces one. (Those measurements predate
+    unwatched targets: :class:`PsiTracker` now skips the inputs of stateless built-ins, and
+    the fan-out counts only the others, so a chain of maps stays on ``Ψ`` at any length,
+    costing it ``O(1)`` per change; a chain of operators that watch their frontiers, such as
+    probes, is what goes over.)
 
     >>> g = GraphBuilder()
     >>> src = g.add_node("input", 0, 1); sink = g.add_node("sink", 1, 0)
@@ -354,11 +356,16 @@ class Tracker:
     ('PsiTracker', 'FrontierTracker')
     """
 
-    def __new__(cls, reachability: Reachability, strategy: str | None = None) -> Tracker:
+    def __new__(
+        cls,
+        reachability: Reachability,
+        strategy: str | None = None,
+        unwatched: Iterable[int] = (),
+    ) -> Tracker:
         if cls is Tracker:
             if strategy is None:
                 above = FRONTIER_TRACKING_ABOVE
-                big = acyclic_fanout(reachability, above) > above
+                big = acyclic_fanout(reachability, above, unwatched) > above
                 strategy = "frontier" if big else "psi"
             if strategy == "psi":
                 cls = PsiTracker
@@ -368,8 +375,13 @@ class Tracker:
                 raise ValueError(f"unknown tracker strategy {strategy!r}: 'psi' or 'frontier'")
         return object.__new__(cls)
 
-    def __init__(self, reachability: Reachability, strategy: str | None = None) -> None:
-        # (``strategy`` was for __new__, which chose the class)
+    def __init__(
+        self,
+        reachability: Reachability,
+        strategy: str | None = None,
+        unwatched: Iterable[int] = (),
+    ) -> None:
+        # (``strategy`` was for __new__, which chose the class; ``unwatched``: see PsiTracker)
         self.reachability = reachability
         n = len(reachability.locations)
         self._counts: list[dict[Any, int]] = [{} for _ in range(n)]
@@ -513,14 +525,38 @@ class PsiTracker(Tracker):
     >>> r = g.build(); tr = PsiTracker(r)
     >>> tr.update(r.source(a, 0), 2, 1); tr.propagate() == [r.target(b, 0)]
     True
+
+    ``unwatched`` targets are input ports no vertex waits on (a stateless built-in's: it
+    neither requests notifications nor observes its frontier): the changes skip them, and
+    their frontier is worked out from the pointstamps whenever it is read
+    (:class:`DerivedFrontier`). In a loop most targets are such (maps, concats, the loop's
+    own ingress and feedback), and keeping their frontiers up to date was about half of
+    the tracker's work per change.
+
+    >>> tr = PsiTracker(r, unwatched=[r.target(b, 0)])
+    >>> tr.update(r.source(a, 0), 2, 1); tr.propagate(), tr.frontier(r.target(b, 0)).frontier
+    ([], [2])
     """
 
-    def __init__(self, reachability: Reachability, strategy: str | None = None) -> None:
+    def __init__(
+        self,
+        reachability: Reachability,
+        strategy: str | None = None,
+        unwatched: Iterable[int] = (),
+    ) -> None:
         super().__init__(reachability)
-        self._fanout = [
-            [(target, tuple(s.compile() for s in summaries)) for target, summaries in paths]
-            for paths in reachability.paths
-        ]
+        skip = set(unwatched)
+        # Ψ to each watched target, turned around: work and entries in the number of (location,
+        # watched target) pairs, where ``reachability.paths`` (Ψ to every target) would cost
+        # O(M**2) on a chain of M maps, all but the last unwatched
+        fanout: list[list[tuple[int, tuple[Any, ...]]]] = [[] for _ in reachability.locations]
+        for target in reachability.target_locations:
+            if target in skip:
+                self._frontiers[target] = DerivedFrontier(self, target)
+                continue
+            for other, summaries in reachability.reaching(target):
+                fanout[other].append((target, tuple(s.compile() for s in summaries)))
+        self._fanout = fanout
 
     def propagate(self) -> list[int]:
         if not self._pending:
@@ -528,6 +564,69 @@ class PsiTracker(Tracker):
         pending, self._pending = self._pending, {}
         frontiers = self._frontiers
         return [t for t, changes in pending.items() if frontiers[t].update_iter(changes)]
+
+
+class DerivedFrontier(MutableAntichain):
+    """The input frontier of an unwatched target (see :class:`PsiTracker`), worked out from
+    the tracker's active pointstamps and ``Ψ`` whenever it is read (a :class:`MutableAntichain`
+    to read, never updated): nothing keeps it up to date, and the rare reader (a diagnosis,
+    a vertex that looks after all) pays for its reads.
+
+    >>> g = GraphBuilder()
+    >>> a = g.add_node("in", 0, 1); b = g.add_node("out", 1, 0); g.add_edge((a, 0), (b, 0))
+    >>> r = g.build(); tr = PsiTracker(r, unwatched=[r.target(b, 0)])
+    >>> tr.update(r.source(a, 0), 3, 1); tr.update(r.source(a, 0), 5, 1)
+    >>> f = tr.frontier(r.target(b, 0))
+    >>> f.frontier, f.less_equal(4), f.less_than(3), f.count_for(5)
+    ([3], True, False, 1)
+    """
+
+    __slots__ = ("_target", "_tracker")
+
+    def __init__(self, tracker: Tracker, target: int) -> None:
+        super().__init__()
+        self._tracker = tracker
+        self._target = target
+
+    def _implied(self) -> list[Any]:
+        """Every time implied at the target, once per active pointstamp and minimal path
+        summary (the multiset a :class:`PsiTracker` keeps for a watched target)."""
+        counts = self._tracker._counts
+        implied: list[Any] = []
+        for other, applies in self._tracker.reaching(self._target):
+            for t, count in counts[other].items():
+                if count > 0:
+                    implied.extend(t if apply is None else apply(t) for apply in applies)
+        return implied
+
+    @property
+    def frontier(self) -> list[Any]:
+        return _minimal(self._implied())
+
+    @property
+    def elements(self) -> list[Any]:
+        return self.frontier
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.frontier)
+
+    def less_equal(self, t: Any) -> bool:
+        return any(le(e, t) for e in self.frontier)
+
+    def less_than(self, t: Any) -> bool:
+        return any(e != t and le(e, t) for e in self.frontier)
+
+    def is_empty(self) -> bool:
+        return not self.frontier
+
+    def count_for(self, t: Any) -> int:
+        return self._implied().count(t)
+
+    def update_iter(self, updates: Iterable[tuple[Any, int]]) -> list[tuple[Any, int]]:
+        raise TypeError("a derived frontier is worked out from the pointstamps, not updated")
+
+    def __repr__(self) -> str:
+        return f"DerivedFrontier(frontier={self.frontier!r})"
 
 
 class FrontierTracker(Tracker):
@@ -552,7 +651,13 @@ class FrontierTracker(Tracker):
     []
     """
 
-    def __init__(self, reachability: Reachability, strategy: str | None = None) -> None:
+    def __init__(
+        self,
+        reachability: Reachability,
+        strategy: str | None = None,
+        unwatched: Iterable[int] = (),
+    ) -> None:
+        # every frontier is kept: a target's feeds the targets downstream of it
         super().__init__(reachability)
         r = reachability
         is_target = r.is_target

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from naiad.actors.supervision import DataflowDropped, interrupted
-from naiad.actors.vertex import Vertex, VertexShard
+from naiad.actors.vertex import Vertex, VertexShard, waits_on_nothing
 from naiad.actors.worker import Worker, WorkerGroup
 from naiad.dataflow.channels import (
     Broadcast,
@@ -448,8 +448,16 @@ class Process:
             for p in range(op.outputs)
         ]
         mine = [(key, self.local) for key, _ in initial]  # this process's workers' share
+        unwatched = [  # (the same operators on every worker: each built the same graph)
+            reachability.target(ops[0].node, i)
+            for ops in zip(*(spec.operators for spec in builds), strict=True)
+            if all(waits_on_nothing(op.logic) for op in ops)
+            for i in range(ops[0].inputs)
+        ]
         try:
-            self.progress.register(ident, reachability, initial, instance.frontier_moved, mine)
+            self.progress.register(
+                ident, reachability, initial, instance.frontier_moved, mine, unwatched
+            )
         except UnappliableBatch as exc:  # received before this build: rejected only now
             error = self._rejected(exc.sender, exc)
             self.runtime._fail(error)
