@@ -32,6 +32,7 @@ from naiad.differential.spine_views import AdvancedSpine
 from naiad.differential.trace import Batch, Spine, TraceHandle, column_updates
 from naiad.differential.updates import (
     Updates,
+    check_not_iterator,
     handed,
     records_of,
     route,
@@ -386,10 +387,14 @@ class Arranged:
         def apply(batch: Batch) -> Updates:
             out: list[Any] = []
             rows: list[int] = []
-            for row, (k, v) in enumerate(keyed_values(batch)):
+            pairs = keyed_values(batch)
+            for row, (k, v) in enumerate(pairs):
                 for y in iterable_result(f(k, v), name, partial("f({!r}, {!r})".format, k, v)):
                     out.append(y)
                     rows.append(row)
+            if out:  # one test per batch (see check_not_iterator)
+                k, v = pairs[rows[0]]
+                check_not_iterator(out[0], lambda: f"flat_map {name!r}: f({k!r}, {v!r}) yielded")
             return updates_from_rows(out, rows, batch.times, batch.diffs)
 
         return self._read(apply, name)

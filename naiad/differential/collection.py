@@ -25,7 +25,7 @@ Routing uses :func:`~naiad.differential.updates.stable_hash`, equal in every pro
 from __future__ import annotations
 
 import numbers
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from functools import partial
 from inspect import signature as signature_of
 from typing import Any, Literal, overload
@@ -42,6 +42,7 @@ from naiad.differential.lanes import arrange_by_record
 from naiad.differential.updates import (
     NAN_MESSAGE,
     Updates,
+    check_not_iterator,
     has_nan,
     merge_updates,
     record_column,
@@ -291,7 +292,14 @@ class Collection:
             )
             if not cols or any(c.ndim != 1 or len(c) != len(u) for c in cols):
                 raise ValueError(returned_columns(out, cols, len(u), name))
-            if u.mixed and len(cols) == 1 and cols[0].dtype == object:
+            whole = u.mixed and len(cols) == 1  # an object column of whole records
+            for i, c in enumerate(cols):
+                if c.dtype == object and len(c):  # its first value only (see check_not_iterator)
+                    what = "map_columns {!r}: f(*columns) returned, at row 0 of column {},"
+                    check_not_iterator(
+                        c[0], partial(what.format, name, i), noun="record" if whole else "value"
+                    )
+            if whole and cols[0].dtype == object:
                 # f got a mixed batch's one column of whole records (each tuple its fields):
                 # what it returns in that form means records alike, not packed tuples, or a
                 # pair would be keyed whole or by its first field by what shared its batch
@@ -963,29 +971,6 @@ def check_function(f: Any, arity: int | None, name: str, call: str) -> None:
             f"{name}: {call} is called with {arity} argument{'s' if arity > 1 else ''}, but "
             f"{label} takes {signature}"
         ) from None
-
-
-def check_not_iterator(value: Any, what: Callable[[], str], hint: str = "") -> None:
-    """Refuses ``value``, a record made by a user's function (``what()`` says which call:
-    ``"map 'm': f(5) returned"``; called only to refuse, as a record's repr may be costly)
-    or given to an input, if it is an iterator (a generator,
-    a ``map`` or ``zip`` object): it equals only itself, so the same record made again at
-    its retraction is another one, which never cancels it (the collection would hold it,
-    and its negation, for ever). Functions are checked on the first record of each batch:
-    one test per batch, none per record (a function returns an iterator for every record,
-    or for none, unless its result depends on the record's type).
-
-    >>> check_not_iterator(iter([1]), lambda: "map 'map': f(5) returned")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    TypeError: map 'map': f(5) returned a list_iterator, not a record: an iterator equals ...
-    """
-    if isinstance(value, Iterator):
-        raise TypeError(
-            f"{what()} a {type(value).__name__}, not a record: an iterator equals only itself, "
-            f"so its retraction would never cancel it; a record of several fields is a tuple "
-            f"(tuple(...)){hint}"
-        )
 
 
 def exploded(pair: Any, record: Any, name: str) -> tuple[Any, int]:

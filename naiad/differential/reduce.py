@@ -36,6 +36,7 @@ import itertools
 import numbers
 import operator
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -57,6 +58,7 @@ from naiad.differential.updates import (
     EXACT_INTS,
     INTERNER,
     _column,
+    check_not_iterator,
     columns_of,
     consolidated,
     field_tuples,
@@ -345,7 +347,11 @@ def _pairs(key: Any, result: Any) -> list[tuple[Any, int]]:
     Traceback (most recent call last):
     ...
     TypeError: reduce: f returned the value ['a'] for key 'k': values must be hashable
-    """
+    >>> _pairs("k", [(iter("a"), 1)])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    TypeError: reduce: f returned, for key 'k', a str_ascii_iterator, not a value: an iterator equals ...
+    """  # noqa: E501
     try:
         pairs = [(value, operator.index(count)) for value, count in result or ()]
     except (TypeError, ValueError):
@@ -371,6 +377,11 @@ def _pairs(key: Any, result: Any) -> list[tuple[Any, int]]:
                 f"reduce: f returned the value {value!r} for key {key!r}: a NaN is not equal "
                 "to itself, so its changes could never cancel: use None or a sentinel value"
             )
+    if pairs:  # one test per call of f, as map's per batch (see check_not_iterator)
+        # a new iterator never equals the key's previous output, so every evaluation of
+        # the key would retract that output and add another, for the same result
+        what = partial("reduce: f returned, for key {!r},".format, key)
+        check_not_iterator(pairs[0][0], what, noun="value")
     return pairs
 
 

@@ -22,7 +22,7 @@ import numbers
 import threading
 import weakref
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from itertools import chain, compress, repeat
 from operator import itemgetter
@@ -721,6 +721,73 @@ def has_nan(record: Any) -> bool:
     if type(record) is tuple:
         return any(isinstance(f, _SELF_UNEQUAL) and f != f for f in record)
     return isinstance(record, _SELF_UNEQUAL) and bool(record != record)
+
+
+# field types that are values, never iterators: a tuple of them needs no look (in C)
+_PLAIN_FIELDS: frozenset[type] = frozenset({int, str, float, bool, bytes, type(None)})
+
+
+def iterator_in(value: Any) -> tuple[Any, str] | None:
+    """The first iterator that ``value`` is or that its tuple holds (at any depth: a tuple
+    hashes and compares through its fields), with where it is (``""`` for ``value`` itself,
+    ``"[1][0]"`` for field 0 of field 1), or ``None``. Types are read with ``type()``, so a
+    tuple of plain fields costs one test in C.
+
+    >>> iterator_in((1, "a")), iterator_in((1, ("b", iter([2]))))  # doctest: +ELLIPSIS
+    (None, (<list_iterator object at ...>, '[1][1]'))
+    """
+    if issubclass(type(value), tuple):  # a tuple is not an iterator; its fields may be
+        if _PLAIN_FIELDS.issuperset(map(type, value)):
+            return None
+        for i, field in enumerate(value):
+            kind = type(field)
+            if kind in _PLAIN_FIELDS or (
+                kind is tuple and _PLAIN_FIELDS.issuperset(map(type, field))
+            ):
+                continue  # a tuple of plain fields without a call (tuples in records are common)
+            found = iterator_in(field)
+            if found is not None:
+                return found[0], f"[{i}]{found[1]}"
+        return None
+    return (value, "") if isinstance(value, Iterator) else None
+
+
+def check_not_iterator(
+    value: Any, what: Callable[[], str], hint: str = "", noun: str = "record"
+) -> None:
+    """Refuses ``value``, a record (a ``noun``) made by a user's function (``what()`` says
+    which call: ``"map 'm': f(5) returned"``; called only to refuse, as a record's repr may
+    be costly) or given to an input, if it is an iterator (a generator, a ``map`` or ``zip``
+    object) or a tuple holding one: it equals only itself, so the same record made again at
+    its retraction is another one, which never cancels it (the collection would hold it,
+    and its negation, for ever). Functions are checked on the first record of each batch:
+    one test per batch, none per record (a function returns an iterator for every record,
+    or for none, unless its result depends on the record's type).
+
+    >>> check_not_iterator(iter([1]), lambda: "map 'map': f(5) returned")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    TypeError: map 'map': f(5) returned a list_iterator, not a record: an iterator equals ...
+    >>> check_not_iterator((5, iter([1])), lambda: "map 'map': f(5) returned")
+    Traceback (most recent call last):
+    ...
+    TypeError: map 'map': f(5) returned a tuple whose field [1] is a list_iterator, not a value: an iterator equals only itself, so the record's retraction would never cancel it; make that field a tuple (tuple(...))
+    """  # noqa: E501
+    found = iterator_in(value)
+    if found is None:
+        return
+    kind, at = type(found[0]).__name__, found[1]
+    if not at:
+        raise TypeError(
+            f"{what()} a {kind}, not a {noun}: an iterator equals only itself, so its "
+            f"retraction would never cancel it; a record of several fields is a tuple "
+            f"(tuple(...)){hint}"
+        )
+    raise TypeError(
+        f"{what()} a tuple whose field {at} is a {kind}, not a value: an iterator equals only "
+        "itself, so the record's retraction would never cancel it; make that field a tuple "
+        "(tuple(...))"
+    )
 
 
 def reject_nan_values(columns: Sequence[np.ndarray], first: int = 0) -> None:
