@@ -5,11 +5,16 @@ paths); nodes are integers (other hashable values that compare with each other, 
 strings or tuples, work too, through dictionary encoding, more slowly). Every function
 returns a collection, so results update incrementally when edges change.
 
-An edge's multiplicity is its number of parallel copies (only ``pagerank`` counts them: a
-copy is one more out-link) and must never go negative: retracting an edge more often than it
-was inserted is not checked, gives meaningless answers, and may keep ``wcc`` (label
-propagation) iterating forever, as a negative self-loop cancels its node's label every other
-round.
+An edge is present while its count (inserted minus removed) is positive, and absent
+otherwise: an edge removed more often than it was inserted (a count below zero) counts as
+absent, exactly as one never inserted, until insertions bring its count above zero again.
+A count above one is parallel copies of the edge, which only ``pagerank`` counts (a copy is
+one more out-link). Every function reads the edges through a presence step (a ``distinct``;
+``pagerank``'s keeps each count above zero) before its loop: a loop fed a negative count is
+no fixed-point computation any more (a node's own label, sent back along a self-loop of count
+-2, cancels itself every other round), and ``wcc``, ``reachability``, ``shortest_paths`` and
+``propagate_min`` iterated forever on such counts. :func:`edge_index` arranges the edges
+present once, for several queries to share.
 
 >>> import naiad
 >>> from naiad.differential import Arranged, Collection
@@ -32,6 +37,7 @@ round.
 from __future__ import annotations
 
 import numbers
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -41,18 +47,91 @@ from naiad.differential import Arranged, Collection
 
 
 def undirected(edges: Collection | Arranged) -> Collection:
-    """Both directions of every edge."""
+    """Both directions of every edge, with the edge's count (no presence step)."""
     edges = _records(edges, "undirected")
     return edges.concat(edges.map_columns(lambda s, d: (d, s), name="reverse"))
 
 
 def nodes(edges: Collection | Arranged) -> Collection:
-    """The distinct endpoints of the edges."""
-    edges = _records(edges, "nodes")
+    """The distinct endpoints of the edges present (those of positive count).
+
+    >>> import naiad
+    >>> from naiad.differential import Collection
+    >>> def build(scope):  # (2, 3) removed once more than inserted: absent, as 3 is
+    ...     edges = Collection.from_epochs(scope, [[((1, 2), 1), ((2, 3), -1)]])
+    ...     return nodes(edges).changes()
+    >>> naiad.run(build)
+    [[(1, 0, 1), (2, 0, 1)]]
+    """
+    return _endpoints(_present(edges, "nodes"), "nodes")
+
+
+def _endpoints(edges: Collection, name: str) -> Collection:
+    """The distinct endpoints of ``edges``, a collection of edges present."""
     ends = edges.map_columns(lambda s, d: s, name="sources").concat(
         edges.map_columns(lambda s, d: d, name="targets")
     )
-    return _distinct_values(ends, "nodes")
+    return _distinct_values(ends, name)
+
+
+_PRESENT: weakref.WeakSet[Arranged] = weakref.WeakSet()
+"""The arrangements of edges present built here (:func:`edge_index`, and the functions' own):
+read as they are, with no second presence step."""
+
+
+def edge_index(edges: Collection | Arranged, name: str = "edge_index") -> Arranged:
+    """The edges present (each edge of positive count, once) arranged by source, for several
+    queries to share: ``reachability``, ``bfs``, ``shortest_paths`` and ``propagate_min``
+    join it as it is (no index or presence step of their own), the other functions read its
+    records. An arrangement of the edges made otherwise (``edges.arrange_by_key()``) may hold
+    counts below zero: each function then reads it through a presence step of its own, and
+    indexes what that keeps.
+
+    >>> import naiad
+    >>> from naiad.differential import Collection
+    >>> def build(scope):
+    ...     edges = Collection.from_epochs(scope, [[((0, 1), 1), ((1, 2), 2), ((0, 2), -1)]])
+    ...     roots = Collection.from_epochs(scope, [[(0, 1)]])
+    ...     index = edge_index(edges)
+    ...     return reachability(index, roots).changes(), bfs(index, roots).changes()
+    >>> reached, hops = naiad.run(build)[0]
+    >>> sorted(r for r, _, _ in reached), sorted(r for r, _, _ in hops)
+    ([0, 1, 2], [(0, 0), (1, 1), (2, 2)])
+    """
+    if isinstance(edges, Arranged) and edges in _PRESENT:
+        return edges
+    return _arrange(_present(edges, name), name)
+
+
+def _arrange(present: Collection, name: str) -> Arranged:
+    """``present`` (edges of positive counts) arranged by source, known as such."""
+    index = present.arrange_by_key(name + ".edges")
+    _PRESENT.add(index)
+    return index
+
+
+def _present(edges: Collection | Arranged, name: str, copies: bool = False) -> Collection:
+    """The edges present: every edge of positive count, once (``copies``: with its count, its
+    parallel copies, as ``pagerank`` counts them), an edge whose count is below zero left out
+    as one of count zero (see the module docstring). An arrangement is read as it is (by key:
+    no second arrangement for the presence step); one of :func:`edge_index` is read as its
+    records. One ``distinct`` (``threshold``) over the edges, outside every loop."""
+    if isinstance(edges, Arranged) and edges in _PRESENT:
+        return _records(edges, name)
+    if copies:
+        kept = edges.threshold(_copies, name=name + ".present")
+    else:
+        kept = edges.distinct(name=name + ".present")
+    return _fields(edges, kept, name) if isinstance(edges, Arranged) else kept
+
+
+def _copies(counts: np.ndarray) -> np.ndarray:
+    """An edge's parallel copies: its count, none below zero.
+
+    >>> _copies(np.array([2, -1])).tolist()
+    [2, 0]
+    """
+    return np.maximum(counts, 0)
 
 
 def _distinct_values(values: Collection, name: str) -> Collection:
@@ -81,17 +160,16 @@ def _fields(edges: Arranged, records: Collection, name: str) -> Collection:
 
 
 def _index(edges: Collection | Arranged, name: str) -> Arranged:
-    """The edges arranged by source, once, outside the loops that read them: a loop's join
-    enters the arrangement (``Arranged.enter``) instead of indexing the edges again inside.
-    An arrangement given by the caller (``edges.arrange_by_key()``) is shared as it is."""
-    if not isinstance(edges, Arranged):
-        return edges.arrange_by_key(name + ".edges")
-    if edges.spine.whole:  # its keys are whole (src, dst) tuples: no join would match
-        raise ValueError(
-            f"{name}: the edges are arranged by whole records (arrange_by_self); arrange them "
-            "by source instead (edges.arrange_by_key())"
+    """The edges present arranged by source, once, outside the loops that read them: a
+    loop's join enters the arrangement (``Arranged.enter``) instead of indexing the edges
+    again inside. An arrangement of :func:`edge_index` is shared as it is; one by source made
+    otherwise is read by the presence step, without a second arrangement for it."""
+    if isinstance(edges, Arranged) and edges.spine.whole and edges not in _PRESENT:
+        raise ValueError(  # the caller meant an index by source, for the joins to share
+            f"{name}: the edges are arranged by whole records (arrange_by_self); give an index "
+            "by source instead (graph.edge_index(edges))"
         )
-    return edges
+    return edge_index(edges, name)
 
 
 def propagate_min(
@@ -100,10 +178,17 @@ def propagate_min(
     priority: Callable[..., Any] | None = None,
     name: str = "propagate",
 ) -> Collection:
-    """Each node's least label reachable along ``edges`` from ``(node, label)`` seeds: label
-    propagation to a fixed point (seed 002 Figure 3). ``edges`` may be an arrangement by
-    source shared with other queries."""
-    index = _index(edges, name)
+    """Each node's least label reachable along ``edges`` (those present: see the module
+    docstring) from ``(node, label)`` seeds: label propagation to a fixed point (seed 002
+    Figure 3). ``edges`` may be an arrangement by source (:func:`edge_index`) shared with
+    other queries."""
+    return _propagate_min(labels, _index(edges, name), priority, name)
+
+
+def _propagate_min(
+    labels: Collection, index: Arranged, priority: Callable[..., Any] | None, name: str
+) -> Collection:
+    """:func:`propagate_min` along ``index``, edges present arranged by source."""
 
     def body(current: Collection) -> Collection:
         loop = current.scope
@@ -125,12 +210,22 @@ def wcc(edges: Collection | Arranged, prioritized: bool = False) -> Collection:
     """``(node, label)``: weakly connected components, labelled by their least node.
 
     ``prioritized`` introduces labels in order of ``log2(1 + label)`` (seed 002 §2.6): fewer
-    label versions, more rounds. ``edges``: a collection, or an arrangement read as one."""
-    edges = _records(edges, "wcc")
-    both = undirected(edges)
-    labels = nodes(edges).map_columns(lambda n: (n, n), name="self_labels")
+    label versions, more rounds. ``edges``: a collection, or an arrangement read as one; an
+    edge removed more often than inserted is absent (see the module docstring).
+
+    >>> import naiad
+    >>> from naiad.differential import Collection
+    >>> def build(scope):  # (2, 3) was removed twice after one insertion: 3 is alone
+    ...     edges = Collection.from_epochs(scope, [[((1, 2), 1), ((2, 3), 1), ((3, 3), 1)],
+    ...                                             [((2, 3), -2)]])
+    ...     return wcc(edges).view()
+    >>> sorted(r for r, n in naiad.run(build)[0].at(1).items() if n)
+    [(1, 1), (2, 1), (3, 3)]
+    """
+    present = _present(edges, "wcc")
+    labels = _endpoints(present, "nodes").map_columns(lambda n: (n, n), name="self_labels")
     priority = (lambda n, label: _log_priority(label)) if prioritized else None
-    return propagate_min(labels, both, priority, name="wcc")
+    return _propagate_min(labels, _arrange(undirected(present), "wcc"), priority, "wcc")
 
 
 def _log_priority(labels: np.ndarray) -> np.ndarray:
@@ -163,7 +258,8 @@ def _at_zero(nodes: Collection) -> Collection:
 
 def reachability(edges: Collection | Arranged, roots: Collection) -> Collection:
     """The nodes reachable from ``roots`` (a collection of nodes) along directed edges
-    (a collection, or one arranged by source, shared with other queries)."""
+    present (a collection, or one arranged by source, :func:`edge_index`'s to share it with
+    other queries)."""
     index = _index(edges, "reach")
 
     def body(reached: Collection) -> Collection:
@@ -176,8 +272,8 @@ def reachability(edges: Collection | Arranged, roots: Collection) -> Collection:
 
 
 def bfs(edges: Collection | Arranged, roots: Collection) -> Collection:
-    """``(node, hops)``: the least number of directed edges from any root (``edges``: a
-    collection, or one arranged by source)."""
+    """``(node, hops)``: the least number of directed edges present from any root
+    (``edges``: a collection, or one arranged by source, as for :func:`reachability`)."""
     start = _at_zero(_node_set(roots, "roots"))
     index = _index(edges, "bfs")
 
@@ -190,10 +286,11 @@ def bfs(edges: Collection | Arranged, roots: Collection) -> Collection:
 
 def shortest_paths(edges: Collection | Arranged, roots: Collection) -> Collection:
     """``(node, distance)`` over weighted ``(src, dst, weight)`` edges (weights >= 0), from any
-    root (Bellman-Ford, seed 002 Figure 19). Not prioritized: a priority orders only what
-    enters the loop, and here only the roots enter, all at distance 0 (delta-stepping would
-    need the priorities of the distances found inside the loop). ``edges``: a collection, or
-    one arranged by source."""
+    root (Bellman-Ford, seed 002 Figure 19), along the edges present: ``(src, dst, weight)``
+    records of positive count (each weight of an edge apart). Not prioritized: a priority
+    orders only what enters the loop, and here only the roots enter, all at distance 0
+    (delta-stepping would need the priorities of the distances found inside the loop).
+    ``edges``: a collection, or one arranged by source, as for :func:`reachability`."""
     start = _at_zero(_node_set(roots, "roots"))
     index = _index(edges, "sp")
 
@@ -245,9 +342,9 @@ def approximate_shortest_paths(
 ) -> Collection:
     """``(src, dst, estimate)`` for ``(src, dst)`` queries on the undirected graph: the least
     ``d(src, L) + d(L, dst)`` over landmarks ``L`` (an upper bound on the distance, exact when
-    a landmark lies on a shortest path), from one BFS per landmark run together. ``edges``: a
-    collection, or an arrangement read as one."""
-    both = _index(undirected(edges), "asp")
+    a landmark lies on a shortest path), from one BFS per landmark run together. ``edges``
+    (those present): a collection, or an arrangement read as one."""
+    both = _arrange(undirected(_present(edges, "asp")), "asp")
     start = _node_set(landmarks, "landmarks").map_columns(
         lambda n: (_pairs(n, n), np.zeros(len(n), np.int64))
     )
@@ -280,25 +377,23 @@ def _pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def scc(edges: Collection | Arranged) -> Collection:
     """The edges whose endpoints lie in one strongly connected component (seed 001 Figure
     7): alternately keep the edges whose endpoints get equal labels from forward, then
-    backward, label propagation, to a fixed point (a nested iteration). ``edges``: a
-    collection, or an arrangement."""
+    backward, label propagation, to a fixed point (a nested iteration). ``edges`` (those
+    present): a collection, or an arrangement."""
 
     def trim(current: Collection) -> Collection:
         forward = _trim(current)
         reverse = forward.map_columns(lambda s, d: (d, s), name="scc.reverse")
         return _trim(reverse).map_columns(lambda s, d: (d, s), name="scc.unreverse")
 
-    edges_set = edges.distinct(name="scc.edges")
-    if isinstance(edges, Arranged):  # read as it is, without arranging the edges again
-        edges_set = _fields(edges, edges_set, "scc")
-    return edges_set.iterate(trim, name="scc")
+    return _present(edges, "scc").iterate(trim, name="scc")
 
 
 def _trim(edges: Collection) -> Collection:
-    """The edges ``(s, d)`` whose endpoints reach equal least labels along ``edges``."""
-    labels = nodes(edges).map_columns(lambda n: (n, n), name="trim.labels")
-    index = _index(edges, "trim")  # read by the propagation's loop and by trim.src
-    reached = propagate_min(labels, index, name="trim.propagate")  # (node, least label)
+    """The edges ``(s, d)`` whose endpoints reach equal least labels along ``edges`` (a set:
+    no presence step)."""
+    labels = _endpoints(edges, "nodes").map_columns(lambda n: (n, n), name="trim.labels")
+    index = _arrange(edges, "trim")  # read by the propagation's loop and by trim.src
+    reached = _propagate_min(labels, index, None, "trim.propagate")  # (node, least label)
     by_node = reached.arrange_by_key("trim.reached")  # read twice
     with_src = index.join(by_node, name="trim.src")  # (s, d, ls)
     keyed = with_src.map_columns(lambda s, d, ls: (d, s, ls), name="trim.by_dst")
@@ -312,15 +407,15 @@ def pagerank(edges: Collection | Arranged, iterations: int = 20, alpha: float = 
     distribution: ``r'(v) = (1 - alpha) / N + alpha * sum(r(u) / outdeg(u) for u -> v)``.
     Every node needs an outgoing edge (a dangling node's rank would leak); the steps are
     unrolled, one join and one sum each. ``edges``: a collection, or an arrangement read as
-    one."""
+    one; an edge's count is its parallel copies, none when the count is below zero."""
     if not isinstance(iterations, numbers.Integral) or isinstance(iterations, bool):
         raise TypeError(f"pagerank: iterations is a number of steps, an int, not {iterations!r}")
     if iterations < 0:
         raise ValueError(f"pagerank: iterations must be >= 0, not {iterations}")
     if not 0 <= alpha <= 1:  # False for NaN too
         raise ValueError(f"pagerank: alpha (the damping factor) must lie in [0, 1], not {alpha!r}")
-    edges = _records(edges, "pr")
-    verts = nodes(edges)
+    edges = _present(edges, "pr", copies=True)
+    verts = _endpoints(edges, "nodes")
     count = verts.map_columns(lambda n: np.zeros(len(n), np.int64)).count(name="pr.n")  # (0, N)
     sources = edges.map_columns(lambda s, d: s, name="pr.sources")
     degree = sources.arrange_by_self("pr.degree.arrange").count("pr.degree")  # (src, outdeg)

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import naiad
 from naiad.differential import Collection
 from naiad.differential.arrange import ArrangeVertex
+from naiad.differential.lanes import ArrangeLanes
 from naiad.libraries import graph
 
 NODES = 8
@@ -112,29 +113,32 @@ def test_wcc(epochs: Any, workers: int, prioritized: bool, kind: str) -> None:
 
 
 def arrangements(scope: Any) -> int:
-    return sum(isinstance(op.logic, ArrangeVertex) for op in scope.build.operators)
+    """Arrangements by key or by whole record, and by record (a ``distinct``'s lanes)."""
+    kinds = (ArrangeVertex, ArrangeLanes)
+    return sum(isinstance(op.logic, kinds) for op in scope.build.operators)
 
 
 @FAST
 @given(edge_histories(), layouts, NODE_KINDS, st.booleans())
 def test_reachability_and_bfs(epochs: Any, workers: int, kind: str, shared: bool) -> None:
-    """``shared``: both read one arrangement of the edges (K-Pg's shared index), built
-    before them: they build only the arrangements of their own loops."""
+    """``shared``: both read one index of the edges present (K-Pg's shared index,
+    ``graph.edge_index``), built before them: they build only the arrangements of their own
+    loops."""
     node = relabelled(kind)
     epochs, root = relabel_epochs(epochs, node), node(0)
 
     def build(scope: Any) -> Any:
         edges = Collection.from_epochs(scope, epochs)
         roots = Collection.from_epochs(scope, [[(root, 1)]])
-        index = edges.arrange_by_key() if shared else edges
+        index = graph.edge_index(edges) if shared else edges
         before = arrangements(scope)
         out = graph.reachability(index, roots).changes(), graph.bfs(index, roots).changes()
         return *out, arrangements(scope) - before
 
     results = naiad.run(build, workers=workers)
     # the roots' set, the loop variable's join side and distinct (reach) or min (bfs); and
-    # the edges once each unless shared
-    assert {r[2] for r in results} == {6 if shared else 8}
+    # unless shared, each its own presence step's arrangement and index of the edges
+    assert {r[2] for r in results} == {6 if shared else 10}
     reach = accumulate([r[0] for r in results], len(epochs))
     hops = accumulate([r[1] for r in results], len(epochs))
     for e, g in enumerate(graphs_at(epochs)):
