@@ -20,7 +20,11 @@ never merges a batch not yet read into those before it; it needs no times from t
 Everything is vectorized per batch: one lookup of the batch's distinct records in each
 earlier trace batch (:meth:`~naiad.differential.trace.Batch.record_ranges`, a few binary
 searches per record, however many records share its key), cumulative sums per record, and
-one call of ``f`` for the whole batch.
+one call of ``f`` for the whole batch. A ``distinct`` of a batch of a few rows (an edge
+changed in an incremental graph computation) runs the same steps in Python instead: the
+vectorized path makes some twenty numpy calls per batch, most of them on arrays of one or
+two elements: in incremental WCC its two ``distinct`` reads of a one-edge batch took 158 and
+130 us, and take 83 and 64 us this way (sends included).
 """
 
 from __future__ import annotations
@@ -108,6 +112,12 @@ def check_totally_ordered(scope: Any, name: str, instead: str) -> None:
     )
 
 
+SMALL_BATCH = 16
+"""Up to how many rows a ``distinct`` batch takes the Python path (see the module docstring)."""
+
+_BEYOND = 2**63  # a count this large leaves int64: the vectorized path names its record
+
+
 class TotalVertex(Vertex):
     """Reads each batch of the input arrangement against the trace before it and sends the
     output changes at once (see the module docstring). ``f`` maps an array of non-zero
@@ -123,10 +133,62 @@ class TotalVertex(Vertex):
         handle = self.handle
         earlier = handle.spine.batches_through(handle.acknowledged)
         # written before the spine packed, perhaps: its records as the earlier batches hold them
-        out = self._changes(handle.spine.conform(batch), earlier)
+        batch = handle.spine.conform(batch)
+        out = None
+        if len(batch) <= SMALL_BATCH and self.f is None and not self.counting:
+            out = self._few_distinct(batch, earlier)
+        if out is None:
+            out = self._changes(batch, earlier)
         handle.set_physical_compaction(batch.seq_hi)
         if len(out):
             self.send(cap, out)
+
+    def _few_distinct(self, batch: Batch, earlier: Sequence[Batch]) -> Updates | None:
+        """:meth:`_changes` of ``distinct`` for a batch of a few rows, in Python (exact
+        integers); None when a count leaves int64, for the vectorized path to name it."""
+        records = (batch.keys, *batch.vals)
+        rows = list(zip(*(c.tolist() for c in records), strict=True))
+        starts = [i for i in range(len(rows)) if i == 0 or rows[i] != rows[i - 1]]
+        at = np.array(starts, dtype=np.int64)
+        query = tuple(c[at] for c in records)
+        base = [0] * len(starts)  # each record's total diff in the earlier batches
+        for tb in earlier:
+            if not len(tb):
+                continue
+            # as ``tb`` stores them (see _trace_counts)
+            mine = tuple(
+                recoded(c, batch.is_encoded(i), tb.is_encoded(i)) for i, c in enumerate(query)
+            )
+            lo, hi = tb.record_ranges(mine[0], mine[1:])
+            for j, (a, b) in enumerate(zip(lo.tolist(), hi.tolist(), strict=True)):
+                if b > a:
+                    base[j] += sum(tb.diffs[a:b].tolist())
+        changed: list[int] = []
+        changes: list[int] = []
+        diffs = batch.diffs.tolist()
+        record = -1
+        count = 0
+        for i, d in enumerate(diffs):
+            if record + 1 < len(starts) and starts[record + 1] == i:
+                record += 1
+                count = base[record]
+                if not -_BEYOND <= count < _BEYOND:
+                    return None
+            before = count
+            count += d
+            if not -_BEYOND <= count < _BEYOND:
+                return None
+            change = (count > 0) - (before > 0)
+            if change:
+                changed.append(i)
+                changes.append(change)
+        picked = np.array(changed, dtype=np.int64)
+        return column_updates(
+            _decoded(batch, records, picked),
+            batch.times[picked],
+            np.array(changes, dtype=np.int64),
+            batch.packed,
+        )
 
     def _changes(self, batch: Batch, earlier: Sequence[Batch]) -> Updates:
         """The output changes of ``batch``, the trace before it being ``earlier``."""
