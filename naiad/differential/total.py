@@ -29,7 +29,7 @@ two elements: in incremental WCC its two ``distinct`` reads of a one-edge batch 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -152,14 +152,7 @@ class TotalVertex(Vertex):
         at = np.array(starts, dtype=np.int64)
         query = tuple(c[at] for c in records)
         base = [0] * len(starts)  # each record's total diff in the earlier batches
-        for tb in earlier:
-            if not len(tb):
-                continue
-            # as ``tb`` stores them (see _trace_counts)
-            mine = tuple(
-                recoded(c, batch.is_encoded(i), tb.is_encoded(i)) for i, c in enumerate(query)
-            )
-            lo, hi = tb.record_ranges(mine[0], mine[1:])
+        for tb, lo, hi in _ranges_in(batch, query, earlier):
             for j, (a, b) in enumerate(zip(lo.tolist(), hi.tolist(), strict=True)):
                 if b > a:
                     base[j] += sum(tb.diffs[a:b].tolist())
@@ -289,16 +282,7 @@ def _trace_counts(batch: Batch, records: Columns, earlier: Sequence[Batch]) -> n
     total = np.zeros(len(records[0]), dtype=np.int64)
     read: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (found, diffs, segments)
     bound = 0
-    for tb in earlier:
-        if not len(tb):
-            continue
-        # as ``tb`` stores them: the spine may have switched a column to codes since
-        # ``batch`` was written (record_ranges searches each record on its own, so the
-        # recoded records need no sorting)
-        query = tuple(
-            recoded(col, batch.is_encoded(i), tb.is_encoded(i)) for i, col in enumerate(records)
-        )
-        lo, hi = tb.record_ranges(query[0], query[1:])
+    for tb, lo, hi in _ranges_in(batch, records, earlier):
         lengths = hi - lo
         found = np.flatnonzero(lengths)
         if not len(found):
@@ -316,6 +300,21 @@ def _trace_counts(batch: Batch, records: Columns, earlier: Sequence[Batch]) -> n
             exact[found] += np.add.reduceat(diffs.astype(object), segments)
         checked_exact(exact, "the record's count in the trace is")  # (row: the record)
     return total
+
+
+def _ranges_in(
+    batch: Batch, records: Columns, earlier: Sequence[Batch]
+) -> Iterator[tuple[Batch, np.ndarray, np.ndarray]]:
+    """Per non-empty batch of ``earlier``, the row range ``lo:hi`` of each of ``records``
+    (distinct, as ``batch`` stores them) there. Each is searched as that batch stores it:
+    the spine may have switched a column to codes since ``batch`` was written
+    (``record_ranges`` searches each record on its own, so recoded ones need no sorting)."""
+    for tb in earlier:
+        if len(tb):
+            query = tuple(
+                recoded(c, batch.is_encoded(i), tb.is_encoded(i)) for i, c in enumerate(records)
+            )
+            yield (tb, *tb.record_ranges(query[0], query[1:]))
 
 
 def per_record_arranged(

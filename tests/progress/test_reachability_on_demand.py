@@ -35,6 +35,7 @@ from naiad.progress.reachability import (
     acyclic_fanout,
 )
 from tests.progress.test_reachability import Model, graphs, nested_graphs
+from tests.test_dataflow_build_cost import probed_chain
 
 SETTINGS = settings(max_examples=80, deadline=None, database=None)
 
@@ -137,19 +138,6 @@ def chain(maps: int) -> Callable[[Any], Any]:
     return build
 
 
-def probed_chain(maps: int) -> Callable[[Any], Any]:
-    """A chain of maps, each followed by a probe: every other target is watched."""
-
-    def build(scope: Any) -> Any:
-        handle, stream = scope.new_input("in")
-        probes = naiad.ProbeHandle()
-        for _ in range(maps):
-            stream = stream.map(lambda x: x + 1).probe_with(probes)
-        return handle
-
-    return build
-
-
 def wcc(maps: int) -> Callable[[Any], Any]:
     def build(scope: Any) -> Any:
         session, edges = Collection.new_input(scope, "edges")
@@ -169,7 +157,7 @@ def close(handle: Any) -> None:
     "build, feed",
     [
         *((chain(m), close) for m in (0, 1, 2, 8, 15, 16, 17, 64)),
-        *((probed_chain(m), close) for m in (2, 8, 16, 32)),
+        *((probed_chain(m), lambda results: close(results[0])) for m in (2, 8, 16, 32)),
         (lambda s: ticker_loop(s, 3), lambda ticker: None),
         *((wcc(m), close) for m in (0, 2, 4, 5, 6, 20)),
     ],
