@@ -45,11 +45,14 @@ if TYPE_CHECKING:
     from naiad.differential.collection import Collection
 
 
+_NO_ROWS = np.zeros(0, dtype=np.int64)
+_NO_ROWS.flags.writeable = False  # shared by every empty match
+
+
 def match(left: Batch, right: Batch) -> tuple[np.ndarray, np.ndarray]:
     """Row pairs ``(i, j)`` with ``left.keys[i] == right.keys[j]`` (both sorted by key)."""
     if not len(left) or not len(right):
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty
+        return _NO_ROWS, _NO_ROWS
     if len(left) <= len(right):
         query = exact_query(left.keys, right.keys.dtype)
         if query is None:
@@ -64,6 +67,8 @@ def match(left: Batch, right: Batch) -> tuple[np.ndarray, np.ndarray]:
                 for i, (a, b) in enumerate(zip(lo.tolist(), hi.tolist(), strict=True))
                 for j in range(a, b)
             ]
+            if not pairs:  # (most batches of a trace hold none of a round's few keys)
+                return _NO_ROWS, _NO_ROWS
             if len(pairs) <= 4 * SMALL_KEYS:
                 return np.array([p[0] for p in pairs], np.int64), np.array(
                     [p[1] for p in pairs], np.int64

@@ -238,6 +238,11 @@ def _may_overflow(values: np.ndarray, counts: np.ndarray) -> bool:
     return top * max(abs(int(counts.max())), abs(int(counts.min()))) * len(values) >= 2**63
 
 
+SMALL_EXTREMES = 16
+"""Up to how many rows ``min``/``max`` pick in Python (:meth:`ExtremeLogic._few`): a loop's
+round hands the logic a row or two per key, where the numpy passes cost microseconds each."""
+
+
 class ExtremeLogic(Logic):
     """``(key, least value)`` (``max=True``: greatest) among the values with positive counts."""
 
@@ -254,6 +259,10 @@ class ExtremeLogic(Logic):
         self, keys: np.ndarray, vals: Columns, counts: np.ndarray, decode_key: Decoder
     ) -> Rows:
         self.check_width(len(vals))
+        if len(keys) <= SMALL_EXTREMES and all(v.dtype != object for v in vals):
+            # the few rows of an iterative round: their picks as lists (no numpy passes)
+            rows = np.array(self._few(keys.tolist(), counts.tolist()), dtype=np.int64)
+            return keys[rows], tuple(v[rows] for v in vals), np.ones(len(rows), dtype=np.int64)
         pos = counts > 0
         keys, vals = keys[pos], tuple(v[pos] for v in vals)
         if any(v.dtype == object for v in vals):  # Python values: compare them in Python
@@ -266,6 +275,26 @@ class ExtremeLogic(Logic):
         # rows are sorted by (key, value): the first row of a key holds its least value
         pick = np.r_[starts[1:], len(keys)] - 1 if self.largest else starts
         return keys[pick], tuple(v[pick] for v in vals), np.ones(len(pick), dtype=np.int64)
+
+    def _few(self, keys: list[Any], counts: list[int]) -> list[int]:
+        """The rows :meth:`__call__` picks, for a few rows: per key, the first (``max``: the
+        last) row of a positive count, rows being sorted by ``(key, value)``.
+
+        >>> ExtremeLogic(False)._few([1, 1, 2, 3, 3], [0, 2, -1, 1, 1])
+        [1, 3]
+        >>> ExtremeLogic(True)._few([1, 1, 2, 3, 3], [1, 0, 1, 1, 1])
+        [0, 2, 4]
+        """
+        pick: list[int] = []
+        last = None
+        for row, (key, count) in enumerate(zip(keys, counts, strict=True)):
+            if count > 0:
+                if not pick or key != last:
+                    pick.append(row)
+                    last = key
+                elif self.largest:
+                    pick[-1] = row
+        return pick
 
     def _python(self, key: Any, values: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
         pick = max if self.largest else min
@@ -667,8 +696,8 @@ class ReduceVertex(Vertex):
         # for such a time t, join(t, advanced s) = join(t, s) (advanced s <= join(t, s) because
         # s is), so compacting the traces to the frontier changes no interesting time either.
         if len(frontier):
-            self.handle.follow_frontier(self.frontier(0).frontier)
-            self.own.follow_frontier(self.frontier(0).frontier)
+            self.handle.follow_rows(frontier)
+            self.own.follow_rows(frontier)
         if not np.array_equal(frontier, output.upper):
             if emitted and not output.listeners:
                 # the batches sent stand for the move; nobody else to tell

@@ -1121,7 +1121,11 @@ class TraceHandle:
         """:meth:`set_logical_compaction` for an operator's own handle, which follows its
         input frontier: that only advances, so the check is skipped (on tiny frontiers it
         cost more than the rest of the call, once per frontier change of every reader)."""
-        self._advance(lattice.frontier_rows(frontier, self.spine.depth))
+        self.follow_rows(lattice.frontier_rows(frontier, self.spine.depth))
+
+    def follow_rows(self, rows: np.ndarray) -> None:
+        """:meth:`follow_frontier` of a frontier already made rows (``lattice.frontier_rows``)."""
+        self._advance(rows)
 
     def _advance(self, rows: np.ndarray) -> None:
         floor = self._floor
