@@ -329,6 +329,17 @@ class Arranged:
         return enter_arranged(self, loop, name, counters)
 
     def as_collection(self, name: str = "as_collection") -> Collection:
+        """The records this arrangement holds, as a collection: each batch's updates, as
+        they were arranged (a reduction's output is consolidated already).
+
+        >>> import naiad
+        >>> from naiad.differential import Collection
+        >>> def build(scope):
+        ...     c = Collection.from_epochs(scope, [[((1, "a"), 1), ((1, "a"), 1)]])
+        ...     return c.arrange_by_key().as_collection().changes()
+        >>> naiad.run(build)
+        [[((1, 'a'), 0, 2)]]
+        """
         return read_batches(self.stream, batch_updates, name, self.reduced)
 
     def _read(self, read: Callable[[Batch], Updates], name: str) -> Collection:
@@ -508,6 +519,19 @@ class Arranged:
         return self
 
     def reduce(self, logic: Any, name: str = "reduce") -> Arranged:
+        """Per key, ``logic(key, [(value, count), ...])`` -> ``[(output value, count), ...]``
+        (as :meth:`Collection.reduce`), reading this arrangement as it is: the result is an
+        arrangement of ``(key, output value)`` by key, which other operators may share.
+
+        >>> import naiad
+        >>> from naiad.differential import Collection
+        >>> def build(scope):
+        ...     c = Collection.from_epochs(scope, [[((1, 5), 1), ((1, 7), 1), ((2, 4), 1)]])
+        ...     total = lambda key, values: [(sum(v * n for v, n in values), 1)]
+        ...     return c.arrange_by_key().reduce(total).as_collection().changes()
+        >>> sorted(naiad.run(build)[0])
+        [((1, 12), 0, 1), ((2, 4), 0, 1)]
+        """
         from naiad.differential.reduce import reduce_arranged
 
         return reduce_arranged(self, logic, name)

@@ -837,6 +837,9 @@ class Collection:
 
     # --- outputs -------------------------------------------------------------------------------
     def probe(self, name: str = "probe") -> ProbeHandle:
+        """A handle on the frontier of this collection's stream: ``await probe.wait(t)``
+        returns once no change at or before time ``t`` can come any more (every change up
+        to ``t`` has been computed), ``probe.less_than(t)`` tells whether some may."""
         return self.stream.probe(name)
 
     @overload
