@@ -151,6 +151,10 @@ def main(argv: list[str] | None = None) -> None:
         edges = random_graph(args.nodes, args.edges, args.seed)
     except ValueError as exc:
         parser.error(str(exc))
+    if not 0 <= args.root < args.nodes:  # (it would be reported as a level-0 node of its own)
+        parser.error(
+            f"argument --root: the graph's nodes are 0 to {args.nodes - 1}, not {args.root}"
+        )
     levels, notified = bfs_levels(edges, args.root, workers)
     if cluster.process_index != 0:
         return  # the process of worker 0 reports

@@ -195,6 +195,18 @@ def test_bfs_refuses_more_edges_than_the_nodes_hold(capsys: pytest.CaptureFixtur
     assert "3 nodes hold at most 3 distinct edges, not 10" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("root", ["30", "-1", "999999"])
+def test_bfs_refuses_a_root_outside_the_graph(
+    root: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: ``--root 999999`` (30 nodes) printed the root at level 0 beside 30
+    unreached nodes, as a node of the graph."""
+    with pytest.raises(SystemExit) as exit_:
+        bfs_levels.main(["--nodes", "30", "--root", root])
+    assert exit_.value.code == 2
+    assert f"argument --root: the graph's nodes are 0 to 29, not {root}" in capsys.readouterr().err
+
+
 # --- arguments -------------------------------------------------------------------------------
 
 
