@@ -646,3 +646,44 @@ def test_a_0d_array_is_refused_as_one_value_not_a_batch(workers: int) -> None:
 
     assert asyncio.run(an_input()) == [(0, 5)]
     still_works()
+
+
+class AsksAtTheNextEpoch(naiad.Vertex):
+    """Requests a notification at the next epoch, which the input holds back, without an
+    ``on_notify`` to receive it."""
+
+    def on_recv(self, port: int, cap: naiad.Capability, batch: Any) -> None:
+        self.notify_at(cap.time + 1)
+        self.send(cap, batch)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("stateless", [False, True])
+def test_a_notification_without_on_notify_is_refused_at_the_request(stateless: bool) -> None:
+    """Regression: the inputs of a stateless vertex are not tracked (nothing watches them),
+    so its request at a time its input still held back waited for ever (the frontier's move
+    past it scheduled no delivery, which would have failed); every vertex without
+    ``on_notify`` is now refused when it asks."""
+    from naiad.actors.vertex import StatelessVertex
+
+    logic = type("Asker", (StatelessVertex,) if stateless else (naiad.Vertex,), {})
+    logic.on_recv = AsksAtTheNextEpoch.on_recv  # type: ignore[attr-defined]
+
+    async def main() -> None:
+        async with naiad.Runtime() as rt:
+            df = rt.dataflow(
+                lambda s: (lambda h, st: (h, st.unary(logic(), name="Asker")))(*s.new_input())
+            )
+            handle, _ = df.results[0]
+            handle.send([1])  # the request, at 1, while the input holds 0
+            await asyncio.sleep(0.05)
+            handle.advance_to(5)
+            handle.close()
+            await asyncio.wait_for(df.finished(), 10)
+
+    # (refused inside the runtime, which stops: the driver's next call names the error)
+    with pytest.raises(
+        (NotImplementedError, naiad.DataflowStopped), match=r"'Asker'.*requested a notification"
+    ):
+        asyncio.run(main())
+    still_works()

@@ -274,6 +274,7 @@ class VertexShard(Actor):
         "frontiers",
         "idle_queued",
         "logic",
+        "notifiable",
         "outputs",
         "pending",
         "resident",
@@ -308,6 +309,7 @@ class VertexShard(Actor):
         self.current: Capability | None = None  # the capability of the running callback
         self.fresh: list[Any] | None = None  # times requested while notifications are delivered
         self.wants_frontier = overrides(logic, "on_frontier")
+        self.notifiable = overrides(logic, "on_notify")
         self.idle_queued = False  # in its worker's idle queue (see Vertex.activate_when_idle)
         # The process's count of messages waiting in mailboxes, per target location and time
         # (the progress actor holds updates by it), or None if it does not need one.
@@ -415,6 +417,13 @@ class VertexShard(Actor):
 
     # --- notifications -------------------------------------------------------------------------
     def notify_at(self, at: Capability | Any) -> None:
+        if not self.notifiable:
+            # refused at the request, not at a delivery that may never come: the frontier of
+            # an input no vertex watches is not tracked (see waits_on_nothing)
+            raise NotImplementedError(
+                f"operator {self.name!r} ({type(self.logic).__name__}) requested a "
+                f"notification but has no on_notify"
+            )
         if at.__class__ is Capability:
             if not at._valid or at._owner is not self:
                 _bad_capability(self, at)
