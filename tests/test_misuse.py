@@ -648,13 +648,17 @@ def test_a_0d_array_is_refused_as_one_value_not_a_batch(workers: int) -> None:
     still_works()
 
 
-class AsksAtTheNextEpoch(naiad.Vertex):
-    """Requests a notification at the next epoch, which the input holds back, without an
-    ``on_notify`` to receive it."""
+def ask_at_the_next_epoch(self: naiad.Vertex, port: int, cap: naiad.Capability, batch: Any) -> None:
+    """An ``on_recv`` that requests a notification at the next epoch, which the input holds
+    back, in a vertex without ``on_notify`` to receive it."""
+    self.notify_at(cap.time + 1)
+    self.send(cap, batch)
 
-    def on_recv(self, port: int, cap: naiad.Capability, batch: Any) -> None:
-        self.notify_at(cap.time + 1)
-        self.send(cap, batch)
+
+def build_asker(scope: naiad.Scope, base: type) -> naiad.InputHandle:
+    handle, stream = scope.new_input()
+    stream.unary(type("Asker", (base,), {"on_recv": ask_at_the_next_epoch})(), name="Asker")
+    return handle
 
 
 @pytest.mark.timeout(60)
@@ -666,15 +670,12 @@ def test_a_notification_without_on_notify_is_refused_at_the_request(stateless: b
     ``on_notify`` is now refused when it asks."""
     from naiad.actors.vertex import StatelessVertex
 
-    logic = type("Asker", (StatelessVertex,) if stateless else (naiad.Vertex,), {})
-    logic.on_recv = AsksAtTheNextEpoch.on_recv  # type: ignore[attr-defined]
+    base = StatelessVertex if stateless else naiad.Vertex
 
     async def main() -> None:
         async with naiad.Runtime() as rt:
-            df = rt.dataflow(
-                lambda s: (lambda h, st: (h, st.unary(logic(), name="Asker")))(*s.new_input())
-            )
-            handle, _ = df.results[0]
+            df = rt.dataflow(lambda scope: build_asker(scope, base))
+            handle = df.results[0]
             handle.send([1])  # the request, at 1, while the input holds 0
             await asyncio.sleep(0.05)
             handle.advance_to(5)

@@ -11,7 +11,7 @@ import threading
 from collections.abc import AsyncIterable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from naiad.actors.loop_thread import off_loop_error
+from naiad.actors.loop_thread import check_loop_thread
 from naiad.actors.supervision import DataflowDropped, stopped
 from naiad.actors.vertex import Vertex
 from naiad.dataflow.scope import NEVER_RUNS, BuildError
@@ -97,12 +97,12 @@ class InputHandle:
         return self._vertex.cap is None or not self._vertex.cap.valid
 
     def _check_thread(self) -> None:
-        if threading.get_ident() != self._thread:
-            raise off_loop_error(
-                f"input {self.name!r}",
-                "loop.call_soon_threadsafe(handle.advance_to, epoch)",
-                InputError,
-            )
+        check_loop_thread(
+            self._thread,
+            lambda: f"input {self.name!r}",
+            "loop.call_soon_threadsafe(handle.advance_to, epoch)",
+            InputError,
+        )
 
     def _live(self) -> Capability:
         self._check_thread()

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from naiad.actors.loop_thread import WAITS, off_loop_error
+from naiad.actors.loop_thread import WAITS, check_loop_thread
 from naiad.actors.supervision import DataflowDropped
 from naiad.actors.vertex import Vertex
 from naiad.dataflow.channels import Pipeline
@@ -198,10 +198,12 @@ class ProbeHandle:
         """Returns once time ``time`` is complete (every time, if ``time`` is None). Refused
         (``RuntimeError``) on another thread than the runtime's event loop, whose thread
         wakes the wait: run it there (``asyncio.run_coroutine_threadsafe``)."""
-        if self._thread is not None and threading.get_ident() != self._thread:
-            raise off_loop_error(
-                self._what, "asyncio.run_coroutine_threadsafe(handle.wait(time), loop)", why=WAITS
-            )
+        check_loop_thread(
+            self._thread,
+            self._what,
+            "asyncio.run_coroutine_threadsafe(handle.wait(time), loop)",
+            why=WAITS,
+        )
         if time is not None:
             time = self._time(time)
         if self._ready(time):

@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from naiad.actors.loop_thread import off_loop_error
+from naiad.actors.loop_thread import check_loop_thread
 from naiad.actors.supervision import DataflowDropped, stopped
 from naiad.actors.vertex import Vertex
 from naiad.dataflow.scope import NEVER_RUNS
@@ -231,12 +231,12 @@ class UnorderedInputHandle:
         del self._held[cap]
 
     def _check_thread(self) -> None:
-        if threading.get_ident() != self._thread:
-            raise off_loop_error(
-                f"unordered input {self.name!r}",
-                "loop.call_soon_threadsafe(capability.downgrade, time)",
-                InputError,
-            )
+        check_loop_thread(
+            self._thread,
+            lambda: f"unordered input {self.name!r}",
+            "loop.call_soon_threadsafe(capability.downgrade, time)",
+            InputError,
+        )
 
     def _check_running(self) -> None:
         self._check_thread()

@@ -27,7 +27,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from naiad.actors.loop_thread import off_loop_error
+from naiad.actors.loop_thread import check_loop_thread
 from naiad.actors.supervision import DataflowDropped, DataflowStopped, interrupted, stopped
 from naiad.dataflow.scope import BuildError, DataflowBuild
 from naiad.operators.scope import Scope
@@ -174,8 +174,7 @@ class Dataflow:
         return found
 
     def _check_thread(self, method: str, example: str) -> None:
-        if threading.get_ident() != self._thread:
-            raise off_loop_error(f"dataflow {self.name!r}: {method}()", example)
+        check_loop_thread(self._thread, lambda: f"dataflow {self.name!r}: {method}()", example)
 
     def _describe_holders(self, found: list[Holder] | None = None) -> str:
         """``found`` (by default, the holders now) for an error or a warning."""
@@ -652,11 +651,11 @@ class Runtime:
             raise RuntimeError(CLOSED)
         if self._failure is not None:
             raise stopped(f"cannot build dataflow {name!r}", self._failure)
-        if threading.get_ident() != self._thread:  # (it would stop the runtime half-built)
-            raise off_loop_error(
-                f"runtime.dataflow({name!r})",
-                "asyncio.run_coroutine_threadsafe(coro, loop) of a coroutine that builds it",
-            )
+        check_loop_thread(  # (from another thread it would stop the runtime half-built)
+            self._thread,
+            lambda: f"runtime.dataflow({name!r})",
+            "asyncio.run_coroutine_threadsafe(coro, loop) of a coroutine that builds it",
+        )
         # taken once every worker has built the dataflow: a build that raises leaves no gap in
         # the numbering (the progress actors tell finished dataflows by it), unless processes
         # elsewhere may have built it (_build_raised)

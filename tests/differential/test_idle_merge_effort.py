@@ -55,15 +55,24 @@ async def step(df: Any, epoch: int) -> None:
     raise AssertionError(f"the arrangements did not seal epoch {epoch}")
 
 
-def contents(df: Any, at: int) -> Counter[Any]:
-    """The arranged collection accumulated at epoch ``at``, read through a cursor of each
-    worker's handle (one open at least as far back as ``at``)."""
+def move_every_key(session: Any, epoch: int, keys: int) -> None:
+    """Moves each of ``keys`` keys from value ``epoch - 1`` to value ``epoch`` (inserts them
+    at epoch 0)."""
+    for k in range(keys):
+        session.insert((k, epoch))
+        if epoch:
+            session.remove((k, epoch - 1))
+
+
+def contents(df: Any, at: int | None = None) -> Counter[Any]:
+    """The arranged collection accumulated at epoch ``at`` (None: over every time held),
+    read through a cursor of each worker's handle (one open at least as far back as ``at``)."""
     out: Counter[Any] = Counter()
     for _, arranged, _ in df.results:
         cursor = arranged.trace.cursor()
         for _ in cursor:
             for value, history in cursor.values():
-                out[(cursor.key(), value)] += sum(d for t, d in history if t <= at)
+                out[(cursor.key(), value)] += sum(d for t, d in history if at is None or t <= at)
     return +out
 
 
@@ -88,10 +97,7 @@ async def test_an_idle_arrangement_shrinks_once_its_reader_lets_go(
         df = rt.dataflow(source)
         first = df.results[0][0]
         for e in range(HELD_EPOCHS):
-            for k in range(KEYS):
-                first.insert((k, e))
-                if e:
-                    first.remove((k, e - 1))
+            move_every_key(first, e, KEYS)
             await step(df, e)
         spines = [a.spine for _, a, _ in df.results]
         assert sum(s.total() for s in spines) == KEYS * (2 * HELD_EPOCHS - 1)  # held at [0]

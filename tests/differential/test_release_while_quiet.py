@@ -22,17 +22,11 @@ import naiad
 from naiad.actors import worker as worker_module
 from naiad.differential import Collection
 from naiad.differential import trace as tr
+from tests.differential.test_idle_merge_effort import contents, move_every_key, source
 
 KEYS, EPOCHS = 40, 30
 HELD = KEYS * (2 * EPOCHS - 1)  # every insert and removal, kept at exact times
 POLLS = 400  # of 0.05 s: far beyond the idle delay, so a spine that stays full fails
-
-
-def source(scope: naiad.Scope) -> Any:
-    session, collection = Collection.new_input(scope)
-    arranged = collection.arrange_by_key()
-    arranged.trace  # noqa: B018  # taken when building: it holds every time
-    return session, arranged, arranged.stream.probe()
 
 
 async def churn(df: Any) -> None:
@@ -40,10 +34,7 @@ async def churn(df: Any) -> None:
     once every arrangement sealed the last one."""
     first = df.results[0][0]
     for e in range(EPOCHS):
-        for k in range(KEYS):
-            first.insert((k, e))
-            if e:
-                first.remove((k, e - 1))
+        move_every_key(first, e, KEYS)
         for session, _, _ in df.results:
             session.advance_to(e + 1)
         for _, arranged, _ in df.results:
@@ -63,18 +54,6 @@ async def shrunk(df: Any, at_most: int) -> int:
             return rows
         await asyncio.sleep(0.05)
     return held(df)
-
-
-def contents(df: Any) -> Counter[Any]:
-    """The collection accumulated over every time held, read through each worker's handle
-    (a new one where it was closed)."""
-    out: Counter[Any] = Counter()
-    for _, arranged, _ in df.results:
-        cursor = arranged.trace.cursor()
-        for _ in cursor:
-            for value, history in cursor.values():
-                out[(cursor.key(), value)] += sum(d for _, d in history)
-    return +out
 
 
 LIVE = Counter({(k, EPOCHS - 1): 1 for k in range(KEYS)})
