@@ -21,7 +21,7 @@ from naiad.actors.vertex import Vertex
 from naiad.dataflow.channels import Pipeline
 from naiad.differential import lattice
 from naiad.differential.arrange import check_keyed, handed_values
-from naiad.differential.collection import check_not_iterator, iterable_result
+from naiad.differential.collection import iterable_result
 from naiad.differential.diff_arithmetic import DiffOverflowError, describe_row, products
 from naiad.differential.trace import (
     SMALL_KEYS,
@@ -33,6 +33,7 @@ from naiad.differential.trace import (
 from naiad.differential.updates import (
     INTERNER,
     Updates,
+    check_not_iterator,
     handed,
     record_of,
     take_rows,

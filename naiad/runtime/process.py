@@ -58,13 +58,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# a build digest is hex: this prefix marks a process whose build of the dataflow raised
-_RAISED = "raised: "
+
+class _Raised(str):
+    """A process's entry in a dataflow's build announcements when its build raised: the
+    cause, where the others' entries are digests of what they built."""
 
 
 def _raised(entry: str) -> bool:
-    """Whether a process's build announcement says its build raised (see :data:`_RAISED`)."""
-    return entry.startswith(_RAISED)
+    """Whether a process's build announcement says its build raised."""
+    return isinstance(entry, _Raised)
 
 
 class ClusterError(RuntimeError):
@@ -591,7 +593,7 @@ class Process:
         checks what they said so far: a process that built it stops rather than wait for
         this one's workers; where the build raised on every process, they all go on."""
         cause = f"{type(error).__name__}: {error}, in the build of {name!r}"
-        self._digests.setdefault(ident, {})[self.index] = _RAISED + cause
+        self._digests.setdefault(ident, {})[self.index] = _Raised(cause)
         if self.transport is not None:
             self.send_control({"dataflow": ident, "name": name, "raised": cause})
         self._compare_digests(ident)
@@ -635,7 +637,7 @@ class Process:
                 )
                 raise BuildError(
                     f"dataflow {ident}: its build raised on process {raised} "
-                    f"({error[len(_RAISED) :]}) and not on process {built}, which runs it; "
+                    f"({error}) and not on process {built}, which runs it; "
                     f"every process must build the same dataflows, so a build that raises on "
                     f"some processes only stops the cluster"
                 )
@@ -774,7 +776,7 @@ class Process:
                 digest, raised = message.get("digest"), message.get("raised")
                 if not isinstance(ident, int) or not isinstance(digest or raised, str):
                     raise FrameError("malformed dataflow announcement")
-                entry = digest if isinstance(digest, str) else _RAISED + str(raised)
+                entry = digest if isinstance(digest, str) else _Raised(raised)
                 self._digests.setdefault(ident, {})[peer] = entry
                 self._compare_digests(ident)
                 self._forget_digests(ident)
